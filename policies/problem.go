@@ -1,0 +1,371 @@
+// Package policies holds Gavel's scheduling policies as pure functions from a
+// Problem (GPU types, jobs with per-type throughputs, optional colocated pairs
+// and entities) to an Allocation (fraction of time per job, or job pair, per
+// GPU type). Nothing here knows about Nomad, rounds or cells.
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+)
+
+// GPUType is one kind of accelerator in the cluster.
+type GPUType struct {
+	Count       int     `json:"count"`
+	CostPerHour float64 `json:"cost_per_hour"`
+}
+
+// Job is one training job as a policy sees it.
+type Job struct {
+	ID string `json:"id"`
+	// Throughput is the whole job's steps/s at its scale factor, per GPU type
+	// (0 or absent: cannot run there).
+	Throughput  map[string]float64 `json:"throughput"`
+	ScaleFactor int                `json:"scale_factor"`
+	// Weight is the job's priority weight; 0 means the default, 1.
+	Weight          float64 `json:"weight"`
+	RemainingSteps  float64 `json:"remaining_steps"`
+	TimeSinceStartS float64 `json:"time_since_start_s"`
+	// IsolatedTimeS is finish-time fairness's running t_isolated; absent means
+	// TimeSinceStartS.
+	IsolatedTimeS *float64 `json:"isolated_time_s,omitempty"`
+	SLOs          *float64 `json:"slo_s"`
+	Entity        string   `json:"entity,omitempty"`
+}
+
+// Pair is a measured colocation of two jobs sharing one GPU: the two jobs'
+// throughputs (in that order) per GPU type.
+type Pair struct {
+	Jobs       [2]string             `json:"jobs"`
+	Throughput map[string][2]float64 `json:"throughput"`
+}
+
+// Entity is a node of the hierarchical policy: a group of jobs with a weight
+// and the policy used inside it ("fairness" or "fifo").
+type Entity struct {
+	Weight float64 `json:"weight"`
+	Policy string  `json:"policy"`
+}
+
+// Problem is one policy instance. Jobs are listed in arrival order (FIFO and
+// the hierarchical policy's FIFO entities read that order).
+type Problem struct {
+	GPUTypes map[string]GPUType `json:"gpu_types"`
+	Jobs     []Job              `json:"jobs"`
+	Pairs    []Pair             `json:"pairs,omitempty"`
+	Entities map[string]Entity  `json:"entities,omitempty"`
+	// Seed drives the randomized baselines (gandiva).
+	Seed int64 `json:"seed,omitempty"`
+}
+
+// ReadProblem decodes a Problem from JSON and validates it. Unknown fields are
+// errors so that a misspelt field is not silently ignored.
+func ReadProblem(r io.Reader) (*Problem, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var p Problem
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("decoding problem: %w", err)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func badNumber(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+// Validate reports the first problem with the input, naming the field.
+func (p *Problem) Validate() error {
+	if len(p.GPUTypes) == 0 {
+		return fmt.Errorf("gpu_types: no GPU types")
+	}
+	total := 0
+	for name, t := range p.GPUTypes {
+		if name == "" {
+			return fmt.Errorf("gpu_types: empty type name")
+		}
+		if t.Count < 0 {
+			return fmt.Errorf("gpu_types.%s.count: negative (%d)", name, t.Count)
+		}
+		if badNumber(t.CostPerHour) || t.CostPerHour < 0 {
+			return fmt.Errorf("gpu_types.%s.cost_per_hour: must be a non-negative number", name)
+		}
+		total += t.Count
+	}
+	if total == 0 {
+		return fmt.Errorf("gpu_types: zero GPUs in all")
+	}
+	seen := make(map[string]bool, len(p.Jobs))
+	for i, j := range p.Jobs {
+		where := fmt.Sprintf("jobs[%d]", i)
+		if j.ID == "" {
+			return fmt.Errorf("%s.id: empty", where)
+		}
+		where = fmt.Sprintf("jobs[%d] (%s)", i, j.ID)
+		if seen[j.ID] {
+			return fmt.Errorf("%s.id: duplicate job id", where)
+		}
+		seen[j.ID] = true
+		if j.ScaleFactor < 0 {
+			return fmt.Errorf("%s.scale_factor: negative (%d)", where, j.ScaleFactor)
+		}
+		if badNumber(j.Weight) || j.Weight < 0 {
+			return fmt.Errorf("%s.weight: must be a non-negative number", where)
+		}
+		if badNumber(j.RemainingSteps) || j.RemainingSteps < 0 {
+			return fmt.Errorf("%s.remaining_steps: must be a non-negative number", where)
+		}
+		if badNumber(j.TimeSinceStartS) || j.TimeSinceStartS < 0 {
+			return fmt.Errorf("%s.time_since_start_s: must be a non-negative number", where)
+		}
+		if j.IsolatedTimeS != nil && (badNumber(*j.IsolatedTimeS) || *j.IsolatedTimeS < 0) {
+			return fmt.Errorf("%s.isolated_time_s: must be a non-negative number", where)
+		}
+		if j.SLOs != nil && (badNumber(*j.SLOs) || *j.SLOs <= 0) {
+			return fmt.Errorf("%s.slo_s: must be a positive number or null", where)
+		}
+		anyPositive := false
+		for t, v := range j.Throughput {
+			if _, ok := p.GPUTypes[t]; !ok {
+				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where, t)
+			}
+			if badNumber(v) || v < 0 {
+				return fmt.Errorf("%s.throughput.%s: must be a non-negative number, got %v", where, t, v)
+			}
+			if v > 0 {
+				anyPositive = true
+			}
+		}
+		if !anyPositive {
+			return fmt.Errorf("%s.throughput: zero on every GPU type", where)
+		}
+		if len(p.Entities) > 0 && j.Entity != "" {
+			if _, ok := p.Entities[j.Entity]; !ok {
+				return fmt.Errorf("%s.entity: unknown entity %q", where, j.Entity)
+			}
+		}
+	}
+	for i, pr := range p.Pairs {
+		where := fmt.Sprintf("pairs[%d]", i)
+		for _, id := range pr.Jobs {
+			if !seen[id] {
+				return fmt.Errorf("%s.jobs: unknown job %q", where, id)
+			}
+		}
+		if pr.Jobs[0] == pr.Jobs[1] {
+			return fmt.Errorf("%s.jobs: a job cannot pair with itself", where)
+		}
+		for t, v := range pr.Throughput {
+			if _, ok := p.GPUTypes[t]; !ok {
+				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where, t)
+			}
+			for _, x := range v {
+				if badNumber(x) || x < 0 {
+					return fmt.Errorf("%s.throughput.%s: must be non-negative numbers", where, t)
+				}
+			}
+		}
+	}
+	for name, e := range p.Entities {
+		if badNumber(e.Weight) || e.Weight < 0 {
+			return fmt.Errorf("entities.%s.weight: must be a non-negative number", name)
+		}
+		switch e.Policy {
+		case "", "fairness", "fifo":
+		default:
+			return fmt.Errorf("entities.%s.policy: unknown %q (want fairness or fifo)", name, e.Policy)
+		}
+	}
+	return nil
+}
+
+// instance is the dense form every solver works on: types sorted by name,
+// jobs in input order.
+type instance struct {
+	types  []string
+	counts []float64 // N_j
+	cost   []float64 // $/hour per GPU
+	ids    []string
+	tput   [][]float64 // T_mj, whole-job steps/s
+	sf     []float64
+	weight []float64
+	jobs   []Job
+
+	pairA, pairB []int           // job indices of each pair
+	pairT        [][][2]float64  // pair x type -> (throughput of A, of B)
+}
+
+func newInstance(p *Problem) *instance {
+	in := &instance{}
+	for name := range p.GPUTypes {
+		in.types = append(in.types, name)
+	}
+	sort.Strings(in.types)
+	for _, name := range in.types {
+		in.counts = append(in.counts, float64(p.GPUTypes[name].Count))
+		in.cost = append(in.cost, p.GPUTypes[name].CostPerHour)
+	}
+	index := make(map[string]int, len(p.Jobs))
+	in.jobs = p.Jobs
+	for i, j := range p.Jobs {
+		index[j.ID] = i
+		in.ids = append(in.ids, j.ID)
+		row := make([]float64, len(in.types))
+		for k, name := range in.types {
+			row[k] = j.Throughput[name]
+		}
+		in.tput = append(in.tput, row)
+		sf := float64(j.ScaleFactor)
+		if sf == 0 {
+			sf = 1
+		}
+		in.sf = append(in.sf, sf)
+		w := j.Weight
+		if w == 0 {
+			w = 1
+		}
+		in.weight = append(in.weight, w)
+	}
+	for _, pr := range p.Pairs {
+		a, b := index[pr.Jobs[0]], index[pr.Jobs[1]]
+		// Only pairs of equal scale factor can share GPUs (Gavel §3.1).
+		if in.sf[a] != in.sf[b] {
+			continue
+		}
+		row := make([][2]float64, len(in.types))
+		useful := false
+		for k, name := range in.types {
+			row[k] = pr.Throughput[name]
+			if row[k][0] > 0 && row[k][1] > 0 {
+				useful = true
+			}
+		}
+		if !useful {
+			continue
+		}
+		in.pairA = append(in.pairA, a)
+		in.pairB = append(in.pairB, b)
+		in.pairT = append(in.pairT, row)
+	}
+	return in
+}
+
+func (in *instance) n() int { return len(in.ids) }
+func (in *instance) k() int { return len(in.types) }
+
+// equalShareThroughput is P_m: the job's throughput on an equal share of
+// every type, Σ_j T_mj N_j / Σ_j N_j (Gavel's normalization for LAS).
+func (in *instance) equalShareThroughput(m int) float64 {
+	var num, den float64
+	for j := range in.types {
+		num += in.tput[m][j] * in.counts[j]
+		den += in.counts[j]
+	}
+	return num / den
+}
+
+// Allocation is a policy's answer: X[m][j] is the fraction of time job m
+// spends on type j alone, PairX[p][j] the fraction pair p spends sharing j.
+type Allocation struct {
+	Policy    string
+	Objective float64
+	Types     []string
+	JobIDs    []string
+	X         [][]float64
+	PairJobs  [][2]string
+	PairX     [][]float64
+	// Effective is each job's throughput under the allocation, steps/s.
+	Effective []float64
+	SolveMS   float64
+}
+
+func newAllocation(policy string, in *instance) *Allocation {
+	a := &Allocation{Policy: policy, Types: in.types, JobIDs: in.ids}
+	a.X = make([][]float64, in.n())
+	for m := range a.X {
+		a.X[m] = make([]float64, in.k())
+	}
+	for p := range in.pairA {
+		a.PairJobs = append(a.PairJobs, [2]string{in.ids[in.pairA[p]], in.ids[in.pairB[p]]})
+		a.PairX = append(a.PairX, make([]float64, in.k()))
+	}
+	return a
+}
+
+// finish clips numerical noise into [0, 1] and computes effective throughputs.
+func (a *Allocation) finish(in *instance) {
+	clip := func(v float64) float64 {
+		if v < 1e-12 {
+			return 0
+		}
+		if v > 1 {
+			return 1
+		}
+		return v
+	}
+	a.Effective = make([]float64, in.n())
+	for m := range a.X {
+		for j := range a.X[m] {
+			a.X[m][j] = clip(a.X[m][j])
+			a.Effective[m] += in.tput[m][j] * a.X[m][j]
+		}
+	}
+	for p := range a.PairX {
+		for j := range a.PairX[p] {
+			a.PairX[p][j] = clip(a.PairX[p][j])
+			a.Effective[in.pairA[p]] += in.pairT[p][j][0] * a.PairX[p][j]
+			a.Effective[in.pairB[p]] += in.pairT[p][j][1] * a.PairX[p][j]
+		}
+	}
+}
+
+// MarshalJSON writes the CLI contract's output shape.
+func (a *Allocation) MarshalJSON() ([]byte, error) {
+	type pairOut map[string]any
+	out := struct {
+		Policy     string                        `json:"policy"`
+		Objective  float64                       `json:"objective"`
+		Allocation map[string]map[string]float64 `json:"allocation"`
+		Pairs      []pairOut                     `json:"pair_allocation"`
+		Effective  map[string]float64            `json:"effective_throughput"`
+		SolveMS    float64                       `json:"solve_ms"`
+	}{Policy: a.Policy, Objective: jsonNumber(a.Objective), SolveMS: a.SolveMS,
+		Allocation: map[string]map[string]float64{}, Effective: map[string]float64{}, Pairs: []pairOut{}}
+	for m, id := range a.JobIDs {
+		row := map[string]float64{}
+		for j, t := range a.Types {
+			row[t] = a.X[m][j]
+		}
+		out.Allocation[id] = row
+		out.Effective[id] = a.Effective[m]
+	}
+	for p, jobs := range a.PairJobs {
+		row := pairOut{"jobs": jobs}
+		used := false
+		for j, t := range a.Types {
+			row[t] = a.PairX[p][j]
+			used = used || a.PairX[p][j] > 0
+		}
+		if used {
+			out.Pairs = append(out.Pairs, row)
+		}
+	}
+	return json.Marshal(out)
+}
+
+// jsonNumber keeps the output valid JSON when an objective is unbounded.
+func jsonNumber(v float64) float64 {
+	switch {
+	case math.IsNaN(v):
+		return 0
+	case math.IsInf(v, 1):
+		return math.MaxFloat64
+	case math.IsInf(v, -1):
+		return -math.MaxFloat64
+	}
+	return v
+}
