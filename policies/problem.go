@@ -195,8 +195,8 @@ type instance struct {
 	weight []float64
 	jobs   []Job
 
-	pairA, pairB []int           // job indices of each pair
-	pairT        [][][2]float64  // pair x type -> (throughput of A, of B)
+	pairA, pairB []int          // job indices of each pair
+	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)
 }
 
 func newInstance(p *Problem) *instance {
