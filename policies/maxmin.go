@@ -42,8 +42,10 @@ type maxMinResult struct {
 	gap    float64 // certified upper bound minus t
 }
 
-// relTol is the relative optimality gap at which the decomposition stops.
-const relTol = 1e-9
+// relTol is the relative optimality gap at which the decomposition stops:
+// far inside the 0.1% target, and above the ~1e-7 feasibility tolerance of the
+// Clp master, below which the prices stop improving.
+const relTol = 1e-6
 
 type column struct {
 	t      float64
@@ -203,6 +205,43 @@ func (p *maxMin) levelOf(m int, t float64) float64 { return math.Max(p.floor[m],
 
 func (p *maxMin) solve() (*maxMinResult, error) {
 	n, k := len(p.e), len(p.capacity)
+	// Solve in units where t is about 1 (the largest t the most limited
+	// job could reach alone): the master's tolerances are absolute.
+	scale := math.Inf(1)
+	for m := 0; m < n; m++ {
+		if p.w[m] > 0 {
+			top := 0.0
+			for _, v := range p.e[m] {
+				top = math.Max(top, v*p.cap[m])
+			}
+			scale = math.Min(scale, top/p.w[m])
+		}
+	}
+	if math.IsInf(scale, 1) || scale <= 0 || scale == 1 {
+		return p.solveScaled()
+	}
+	q := *p
+	q.e = make([][]float64, n)
+	q.floor = make([]float64, n)
+	for m := range p.e {
+		q.e[m] = make([]float64, k)
+		for j, v := range p.e[m] {
+			q.e[m][j] = v / scale
+		}
+		q.floor[m] = p.floor[m] / scale
+	}
+	q.warmT = p.warmT / scale
+	res, err := q.solveScaled()
+	if err != nil {
+		return nil, err
+	}
+	res.t *= scale
+	res.gap *= scale
+	return res, nil
+}
+
+func (p *maxMin) solveScaled() (*maxMinResult, error) {
+	n, k := len(p.e), len(p.capacity)
 	hulls := make([][]hullPoint, n)
 	var events []event
 	r := make([]float64, k)
@@ -243,7 +282,7 @@ func (p *maxMin) solve() (*maxMinResult, error) {
 		res.passes = pass + 1
 		res.t = lower
 		res.gap = upper - lower
-		if upper-lower <= relTol*math.Max(1, math.Abs(lower)) {
+		if upper-lower <= relTol*math.Max(math.Abs(lower), 1e-6) {
 			break
 		}
 		use := make([]float64, k)
@@ -300,12 +339,19 @@ func solveMaster(cols []column, capacity []float64) (mu, lambda []float64, value
 	for i := range idx {
 		idx[i] = i
 	}
+	// Rows are scaled to capacity 1 so that Clp's absolute tolerances
+	// mean the same on every type.
 	val := make([]float64, len(cols))
+	norm := make([]float64, k)
 	for j := 0; j < k; j++ {
-		for i, c := range cols {
-			val[i] = c.use[j]
+		norm[j] = 1
+		if capacity[j] > 0 {
+			norm[j] = capacity[j]
 		}
-		master.AddRow(idx, val, -lp.Inf, capacity[j])
+		for i, c := range cols {
+			val[i] = c.use[j] / norm[j]
+		}
+		master.AddRow(idx, val, -lp.Inf, capacity[j]/norm[j])
 	}
 	for i := range val {
 		val[i] = 1
@@ -317,7 +363,7 @@ func solveMaster(cols []column, capacity []float64) (mu, lambda []float64, value
 	}
 	lambda = make([]float64, k)
 	for j := 0; j < k; j++ {
-		lambda[j] = math.Max(0, sol.Duals[j])
+		lambda[j] = math.Max(0, sol.Duals[j]/norm[j])
 	}
 	return sol.X, lambda, sol.Objective, nil
 }

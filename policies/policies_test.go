@@ -161,7 +161,7 @@ func TestWaterFillingParetoEfficient(t *testing.T) {
 		for m := range levels {
 			levels[m] *= 1 - 1e-12
 		}
-		stuck, err := bottlenecked(mm, levels, all, r)
+		stuck, err := bottlenecked(mm, levels, all, r, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

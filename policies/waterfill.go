@@ -99,7 +99,14 @@ func waterFilling(name string, in *instance, p *Problem, tput [][]float64) (*All
 		for m := range levels {
 			levels[m] = math.Min(levels[m], levelOfPoint(mm, m, res.r[m]))
 		}
-		stuck, err := bottlenecked(mm, levels, cand, res.r)
+		// t is optimal only to the decomposition's gap; summed over the
+		// jobs that slack could let any one job rise by up to Σw·gap, which
+		// is not a real rise.
+		sumW := 0.0
+		for _, m := range cand {
+			sumW += w[m]
+		}
+		stuck, err := bottlenecked(mm, levels, cand, res.r, 4*sumW*math.Max(res.gap, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -173,19 +180,19 @@ func warmLevel(p *maxMin, r [][]float64) float64 {
 // in the optimum can rise; if the optimum is 0, none in U can (were one able
 // to, its own improvement would be a feasible point of positive value). The
 // jobs shown to rise leave U and the test repeats on the rest.
-func bottlenecked(p *maxMin, levels []float64, cand []int, start [][]float64) ([]int, error) {
+func bottlenecked(p *maxMin, levels []float64, cand []int, start [][]float64, slack float64) ([]int, error) {
 	inU := make([]bool, len(levels))
 	for _, m := range cand {
 		inU[m] = true
 	}
 	for round := 0; round < len(cand)+1; round++ {
-		z, value, err := riseTest(p, levels, inU, start)
+		z, value, err := riseTest(p, levels, inU, start, slack)
 		if err != nil {
 			return nil, err
 		}
 		moved := false
 		for m := range inU {
-			if inU[m] && z[m] > riseEps(levels[m]) {
+			if inU[m] && z[m] > math.Max(riseEps(levels[m]), slack) {
 				inU[m] = false
 				moved = true
 			}
@@ -209,7 +216,7 @@ func bottlenecked(p *maxMin, levels []float64, cand []int, start [][]float64) ([
 func riseCap(level float64) float64 { return 0.1 * math.Max(level, 1e-2) }
 func riseEps(level float64) float64 { return math.Max(1e-6, 1e-4*riseCap(level)) }
 
-func riseTest(p *maxMin, levels []float64, inU []bool, start [][]float64) ([]float64, float64, error) {
+func riseTest(p *maxMin, levels []float64, inU []bool, start [][]float64, slack float64) ([]float64, float64, error) {
 	n, k := len(p.e), len(p.capacity)
 	hulls := make([][]hullPoint, n)
 	r := make([]float64, k)
@@ -272,7 +279,7 @@ func riseTest(p *maxMin, levels []float64, inU []bool, start [][]float64) ([]flo
 				use[j] += r[j]
 			}
 		}
-		if upper-lower <= 1e-12*math.Max(1, math.Abs(lower)) {
+		if upper-lower <= 1e-9*math.Max(1, math.Abs(lower)) || upper-lower <= slack {
 			break
 		}
 		cols = append(cols, column{t: value, use: use, lambda: append([]float64(nil), lambda...)})
