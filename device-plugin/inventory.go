@@ -56,7 +56,7 @@ func (g *GPU) Healthy() (bool, string) {
 // Topology holds the pairwise common-ancestor levels and the cell tree built
 // from them.
 type Topology struct {
-	UUIDs []string                          // in NVML index order
+	UUIDs []string                         // in NVML index order
 	Level map[[2]string]nvml.TopologyLevel // both orders present
 	// Cells maps a GPU uuid to its cell path, outermost first:
 	// "system0/numa0/host-bridge0/pcie-multi-switch0/pcie-switch0/board0".
