@@ -226,7 +226,7 @@ func (inv *Inventory) Groups(profiles []MPSProfile, mpsAvailable func(uuid strin
 			attrs := inv.commonAttrs(gpus)
 			attrs["mps_profile"] = structs.NewStringAttribute(p.Name)
 			attrs["shares_per_gpu"] = structs.NewIntAttribute(int64(p.Shares), "")
-			attrs["active_thread_percentage"] = structs.NewIntAttribute(int64(p.ActiveThreadPercentage), "%")
+			attrs["active_thread_percentage"] = structs.NewIntAttribute(int64(p.ActiveThreadPercentage), "")
 			attrs["share_memory"] = structs.NewIntAttribute(int64(shareMemMiB(p, gpus[0])), structs.UnitMiB)
 			grp := &device.DeviceGroup{Vendor: Vendor, Type: TypeGPUShare, Name: m + "-" + p.Name, Attributes: attrs}
 			for _, g := range gpus {

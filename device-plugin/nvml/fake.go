@@ -18,7 +18,8 @@ type FakeConfig struct {
 	// FaultDir: while a file named by a GPU's UUID exists in it, that GPU
 	// answers like a lost GPU (ErrGPULost). A file "<uuid>.xid" holding a
 	// number raises one Xid critical-error event each time its content or
-	// modification time changes.
+	// modification time changes. While a file "<uuid>.gone" exists the GPU
+	// is not enumerated at all (it fell off the bus).
 	FaultDir string     `codec:"fault_dir"`
 	GPUs     []FakeGPU  `codec:"gpu"`
 	Links    []FakeLink `codec:"link"`
@@ -156,15 +157,29 @@ func (f *Fake) CudaDriverVersion() (string, error) {
 	return f.cfg.CudaVersion, nil
 }
 
+// present lists the GPUs that are enumerated now (not "<uuid>.gone").
+func (f *Fake) present() []*FakeGPU {
+	var out []*FakeGPU
+	for i := range f.cfg.GPUs {
+		g := &f.cfg.GPUs[i]
+		if f.cfg.FaultDir != "" && exists(filepath.Join(f.cfg.FaultDir, g.UUID+".gone")) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // DeviceCount implements Lib.
-func (f *Fake) DeviceCount() (int, error) { return len(f.cfg.GPUs), nil }
+func (f *Fake) DeviceCount() (int, error) { return len(f.present()), nil }
 
 // DeviceByIndex implements Lib.
 func (f *Fake) DeviceByIndex(i int) (Device, error) {
-	if i < 0 || i >= len(f.cfg.GPUs) {
+	p := f.present()
+	if i < 0 || i >= len(p) {
 		return nil, fmt.Errorf("device %d: invalid index", i)
 	}
-	return &fakeDevice{f: f, g: &f.cfg.GPUs[i]}, nil
+	return &fakeDevice{f: f, g: p[i]}, nil
 }
 
 // WaitEvents implements Lib: it polls the fault directory for "<uuid>.xid"
