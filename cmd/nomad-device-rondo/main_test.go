@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,4 +67,37 @@ func TestFingerprintRealNVML(t *testing.T) {
 	if r.Backend != "nvml" || (r.InitError == "" && len(r.GPUs) == 0) {
 		t.Errorf("report %+v", r)
 	}
+}
+
+// TestGPUCheckScript runs `scripts/gpu-check.sh -fake ...` as `make gpu-check`
+// does: it builds the plugin and prints the fingerprint JSON.
+func TestGPUCheckScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin; skipped with -short")
+	}
+	bin := t.TempDir()
+	saved := filepath.Join(bin, "report.json")
+	cmd := exec.Command("bash", "scripts/gpu-check.sh", "-fake", "device-plugin/testdata/mixed.hcl")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "BIN="+bin, "GPU_CHECK_OUT="+saved)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpu-check.sh: %v\n%s", err, out)
+	}
+	var r deviceplugin.Report
+	if err := json.Unmarshal([]byte(readOrFail(t, saved)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Backend != "fake" || len(r.GPUs) != 4 {
+		t.Errorf("report backend=%s gpus=%d", r.Backend, len(r.GPUs))
+	}
+}
+
+func readOrFail(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
