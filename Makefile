@@ -31,5 +31,10 @@ fmt-check:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./policies/...
 
+# Build the device plugin and fingerprint once against real NVML (or, with
+# GPU_CHECK_ARGS="-fake device-plugin/testdata/mixed.hcl", the fake backend).
+gpu-check:
+	GO=$(GO) BIN=$(BIN) scripts/gpu-check.sh $(GPU_CHECK_ARGS)
+
 clean:
 	rm -rf $(BIN)
