@@ -7,11 +7,11 @@ package hcl
 
 import (
 	"fmt"
+	"github.com/rondo-sched/rondo/policies"
 	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -97,40 +97,10 @@ type Entity struct {
 // DefaultVCPolicy is used when a VC names none.
 const DefaultVCPolicy = "max_min_fairness_perf"
 
-// knownPolicies are Gavel's policy names and Rondo's aliases. The allocator
-// later resolves them with policies.Canonical; hcl stays free of other Rondo
-// packages, so the list is kept here and consulted only by ValidPolicy.
-var knownPolicies = map[string]bool{}
-
-func init() {
-	for _, n := range []string{
-		"max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",
-		"max_min_fairness_water_filling", "max_min_fairness_water_filling_perf", "max_min_fairness_water_filling_packed",
-		"finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed",
-		"fifo", "fifo_perf", "fifo_packed",
-		"min_total_duration", "min_total_duration_perf", "min_total_duration_packed",
-		"max_sum_throughput_perf", "max_sum_throughput_normalized_by_cost_perf",
-		"max_sum_throughput_normalized_by_cost_perf_SLOs",
-		"isolated", "gandiva", "allox",
-		// aliases
-		"las", "las_agnostic", "ftf", "makespan", "min_cost", "min_cost_slo", "max_throughput", "hierarchical",
-	} {
-		knownPolicies[n] = true
-	}
-}
-
-// ValidPolicy reports whether name is a policy the allocator can run. It is
-// a variable so that the CLI can swap in policies.Canonical.
-var ValidPolicy = func(name string) error {
-	if knownPolicies[name] {
-		return nil
-	}
-	names := make([]string, 0, len(knownPolicies))
-	for n := range knownPolicies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return fmt.Errorf("%q is not a policy (known: %s)", name, strings.Join(names, ", "))
+// ValidPolicy reports whether name is a policy (or alias) policies can run.
+func ValidPolicy(name string) error {
+	_, err := policies.Canonical(name)
+	return err
 }
 
 // LoadPath reads a config file, or every *.hcl file of a directory in name
