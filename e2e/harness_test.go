@@ -1,7 +1,9 @@
 // Package e2e holds end-to-end tests against a real Nomad agent.
 //
 // The harness (this file) finds or builds the nomad binary, builds plugins,
-// and runs a single-node Nomad (server + client) on free loopback ports:
+// and runs a single-node Nomad (server + client) on free loopback ports,
+// with the process and config logic of package e2e/cluster (which also
+// starts multi-client clusters for the allocator tests and the demo):
 //
 //	a := StartAgent(t, AgentOptions{PluginDir: dir, Plugins: map[string]string{"nomad-device-rondo": cfg}})
 //	c := a.Client() // *api.Client
@@ -12,25 +14,19 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
 // NomadVersion is the version the harness builds when it must.
-const NomadVersion = "1.11.3"
+const NomadVersion = cluster.NomadVersion
 
 // AgentOptions configures StartAgent.
 type AgentOptions struct {
@@ -54,10 +50,8 @@ type Agent struct {
 	t        testing.TB
 	Dir      string // holds config, data dir, log
 	HTTPAddr string
-	cmd      *exec.Cmd
-	done     chan struct{}
+	proc     *cluster.Process
 	client   *api.Client
-	logPath  string
 	stopOnce sync.Once
 }
 
@@ -68,27 +62,17 @@ func moduleRoot(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
+	root, err := cluster.ModuleRoot(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func nomadWorks(path string) bool {
-	out, err := exec.Command(path, "version").CombinedOutput()
-	return err == nil && strings.Contains(string(out), "Nomad v")
+	return root
 }
 
 var nomadOnce struct {
 	sync.Once
 	path string
-	err  string
+	err  error
 }
 
 // NomadBinary returns a nomad binary: $NOMAD_BIN, /tmp/nomad-bin, a cached
@@ -98,41 +82,10 @@ var nomadOnce struct {
 func NomadBinary(t testing.TB) string {
 	t.Helper()
 	nomadOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		cached := filepath.Join(cache, "rondo-e2e", "nomad-"+NomadVersion)
-		candidates := []string{os.Getenv("NOMAD_BIN"), "/tmp/nomad-bin", cached}
-		if p, err := exec.LookPath("nomad"); err == nil {
-			candidates = append(candidates, p)
-		}
-		for _, c := range candidates {
-			if c != "" && nomadWorks(c) {
-				nomadOnce.path = c
-				return
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
-			nomadOnce.err = err.Error()
-			return
-		}
-		tmp := fmt.Sprintf("%s.tmp-%d", cached, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, "github.com/hashicorp/nomad")
-		cmd.Dir = moduleRoot(t)
-		t.Logf("building nomad %s into %s (several minutes)", NomadVersion, cached)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			nomadOnce.err = fmt.Sprintf("go build github.com/hashicorp/nomad: %v\n%s", err, tail(string(out), 2000))
-			return
-		}
-		if err := os.Rename(tmp, cached); err != nil {
-			nomadOnce.err = err.Error()
-			return
-		}
-		nomadOnce.path = cached
+		nomadOnce.path, nomadOnce.err = cluster.FindNomad(moduleRoot(t), true)
 	})
 	if nomadOnce.path == "" {
-		t.Skipf("no nomad binary: set NOMAD_BIN, or let the harness build it (failed: %s)", nomadOnce.err)
+		t.Skipf("no nomad binary: set NOMAD_BIN, or let the harness build it (failed: %v)", nomadOnce.err)
 	}
 	return nomadOnce.path
 }
@@ -142,33 +95,11 @@ func NomadBinary(t testing.TB) string {
 func BuildPlugin(t testing.TB, pkg, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = moduleRoot(t)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, tail(string(b), 3000))
+	if err := cluster.Build(moduleRoot(t), pkg, out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-func quote(s string) string { return strconv.Quote(s) }
 
 // StartAgent starts a single-node Nomad (server and client, raw_exec
 // enabled, cloud fingerprinters denied) and waits until its node is ready.
@@ -185,42 +116,17 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := freePorts(t, 3)
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "name = %s\ndata_dir = %s\nbind_addr = \"127.0.0.1\"\nlog_level = \"DEBUG\"\ndisable_update_check = true\n",
-		quote(opts.Name), quote(filepath.Join(dir, "data")))
-	if opts.PluginDir != "" {
-		fmt.Fprintf(&cfg, "plugin_dir = %s\n", quote(opts.PluginDir))
-	}
-	fmt.Fprintf(&cfg, "ports {\n  http = %d\n  rpc = %d\n  serf = %d\n}\n", p[0], p[1], p[2])
-	cfg.WriteString("advertise {\n  http = \"127.0.0.1\"\n  rpc = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n")
-	cfg.WriteString("server {\n  enabled = true\n  bootstrap_expect = 1\n}\n")
-	cfg.WriteString("client {\n  enabled = true\n  options {\n    \"fingerprint.denylist\" = \"env_aws,env_gce,env_azure,env_digitalocean\"\n  }\n")
-	cfg.WriteString(opts.ClientHCL + "\n}\n")
-	cfg.WriteString("consul {\n  client_auto_join = false\n  server_auto_join = false\n  auto_advertise = false\n}\n")
-	cfg.WriteString("plugin \"raw_exec\" {\n  config {\n    enabled = true\n  }\n}\n")
-	for name, body := range opts.Plugins {
-		fmt.Fprintf(&cfg, "plugin %s {\n  config {\n%s\n  }\n}\n", quote(name), body)
-	}
-	cfg.WriteString(opts.ExtraHCL + "\n")
-	cfgPath := filepath.Join(dir, "agent.hcl")
-	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "agent.log")
-	logf, err := os.Create(logPath)
+	p, err := cluster.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "agent", "-config", cfgPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = withoutEnv(os.Environ(), "AWS_CA_BUNDLE")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start nomad: %v", err)
+	proc, err := cluster.StartProcess(bin, dir, cluster.AgentConfig{Name: opts.Name, PluginDir: opts.PluginDir,
+		HTTP: p[0], RPC: p[1], Serf: p[2], Server: true, Client: true, Plugins: opts.Plugins,
+		ClientHCL: opts.ClientHCL, ExtraHCL: opts.ExtraHCL})
+	if err != nil {
+		t.Fatal(err)
 	}
-	a := &Agent{t: t, Dir: dir, HTTPAddr: fmt.Sprintf("http://127.0.0.1:%d", p[0]), cmd: cmd, done: make(chan struct{}), logPath: logPath}
-	go func() { cmd.Wait(); logf.Close(); close(a.done) }()
+	a := &Agent{t: t, Dir: dir, HTTPAddr: proc.HTTPAddr, proc: proc}
 	t.Cleanup(a.Stop)
 	c, err := api.NewClient(&api.Config{Address: a.HTTPAddr})
 	if err != nil {
@@ -228,10 +134,8 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 	}
 	a.client = c
 	a.WaitFor(opts.StartTimeout, "node ready", func() (bool, error) {
-		select {
-		case <-a.done:
+		if !proc.Alive() {
 			return false, fmt.Errorf("nomad agent exited")
-		default:
 		}
 		nodes, _, err := c.Nodes().List(nil)
 		if err != nil {
@@ -242,24 +146,11 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 	return a
 }
 
-func withoutEnv(env []string, key string) []string {
-	var out []string
-	for _, e := range env {
-		if !strings.HasPrefix(e, key+"=") {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // Client is an API client for the agent.
 func (a *Agent) Client() *api.Client { return a.client }
 
 // Logs returns the agent's log so far.
-func (a *Agent) Logs() string {
-	b, _ := os.ReadFile(a.logPath)
-	return string(b)
-}
+func (a *Agent) Logs() string { return a.proc.Logs() }
 
 // WaitFor polls f every 250ms until it returns true; an error from f or the
 // timeout fails the test (with the agent's log tail).
@@ -311,115 +202,19 @@ func (a *Agent) WaitForNode(timeout time.Duration, what string, cond func(*api.N
 // cleanup by StartAgent.
 func (a *Agent) Stop() {
 	a.stopOnce.Do(func() {
-		alive := func() bool {
-			select {
-			case <-a.done:
-				return false
-			default:
-				return true
-			}
-		}
-		if alive() {
-			a.purgeJobs()
+		if a.proc.Alive() {
+			cluster.PurgeJobs(a.client, 20*time.Second)
 		}
 		if a.t.Failed() {
-			a.t.Logf("agent log tail (%s):\n%s", a.logPath, tail(a.Logs(), 6000))
+			a.t.Logf("agent log tail (%s):\n%s", a.proc.LogPath, tail(a.Logs(), 6000))
 		}
-		if alive() {
-			a.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-a.done:
-			case <-time.After(20 * time.Second):
-				a.cmd.Process.Kill()
-				<-a.done
-			}
-		}
-		// The agent's process group: logmon and executors it started.
-		syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		killUnder(a.Dir)
-		unmountUnder(a.Dir)
+		a.proc.Stop(20 * time.Second)
+		cluster.KillUnder(a.Dir)
+		cluster.UnmountUnder(a.Dir)
 		if err := os.RemoveAll(a.Dir); err != nil {
 			a.t.Logf("leaving %s: %v", a.Dir, err)
 		}
 	})
 }
 
-func (a *Agent) purgeJobs() {
-	c := a.client
-	jobs, _, err := c.Jobs().List(nil)
-	if err != nil {
-		return
-	}
-	for _, j := range jobs {
-		c.Jobs().Deregister(j.ID, true, nil)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		allocs, _, err := c.Allocations().List(nil)
-		if err != nil {
-			break
-		}
-		running := 0
-		for _, al := range allocs {
-			if al.ClientStatus == "running" || al.ClientStatus == "pending" {
-				running++
-			}
-		}
-		if running == 0 {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if nodes, _, err := c.Nodes().List(nil); err == nil {
-		for _, n := range nodes {
-			c.Nodes().GC(n.ID, nil)
-		}
-	}
-}
-
-// killUnder kills processes whose command line or environment mentions dir
-// (task processes carry NOMAD_ALLOC_DIR, executors their log paths).
-func killUnder(dir string) {
-	ents, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		for _, f := range []string{"cmdline", "environ"} {
-			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), f))
-			if err == nil && bytes.Contains(b, []byte(dir+"/")) {
-				syscall.Kill(pid, syscall.SIGKILL)
-				break
-			}
-		}
-	}
-}
-
-// unmountUnder detaches mounts (e.g. secrets tmpfs) below dir.
-func unmountUnder(dir string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	var mounts []string
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			mounts = append(mounts, fields[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
-}
+func tail(s string, n int) string { return cluster.Tail(s, n) }

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// FakeGPU is one GPU of the device plugin's fake backend.
+type FakeGPU struct {
+	UUID      string
+	Model     string
+	MemoryMiB int
+}
+
+// ClientSpec is one GPU client of a local cluster.
+type ClientSpec struct {
+	Name string
+	// GPUType is written to node meta rondo_gpu_type, which jobs may pass to
+	// their tasks (${meta.rondo_gpu_type}); the fake trainer reads it.
+	GPUType string
+	GPUs    []FakeGPU
+}
+
+// Known fake models, by Rondo GPU type.
+var fakeModels = map[string]FakeGPU{
+	"v100": {Model: "Tesla V100-SXM2-16GB", MemoryMiB: 16384},
+	"p100": {Model: "Tesla P100-PCIE-16GB", MemoryMiB: 16280},
+	"k80":  {Model: "Tesla K80", MemoryMiB: 11441},
+}
+
+// UniformClient is a client with n GPUs of one type ("v100", "p100" or
+// "k80"); uuids are GPU-<name>-<i>, unique in the cluster.
+func UniformClient(name, gpuType string, n int) ClientSpec {
+	m, ok := fakeModels[gpuType]
+	if !ok {
+		m = FakeGPU{Model: "Fake " + strings.ToUpper(gpuType), MemoryMiB: 16384}
+	}
+	cs := ClientSpec{Name: name, GPUType: gpuType}
+	for i := 0; i < n; i++ {
+		cs.GPUs = append(cs.GPUs, FakeGPU{UUID: fmt.Sprintf("GPU-%s-%d", name, i), Model: m.Model, MemoryMiB: m.MemoryMiB})
+	}
+	return cs
+}
+
+// DefaultClients is the demo's heterogeneous cluster: 4 V100, 4 P100, 4 K80.
+func DefaultClients() []ClientSpec {
+	return []ClientSpec{UniformClient("v100-0", "v100", 4), UniformClient("p100-0", "p100", 4), UniformClient("k80-0", "k80", 4)}
+}
+
+// Options configures Start.
+type Options struct {
+	// Dir is the cluster's root; default a new temporary directory.
+	Dir string
+	// Nomad is the nomad binary.
+	Nomad string
+	// PluginDir holds nomad-device-rondo.
+	PluginDir string
+	Clients   []ClientSpec
+	// StartTimeout bounds the wait for ready nodes with GPUs; default 120s.
+	StartTimeout time.Duration
+	LogLevel     string
+}
+
+// Cluster is one server and its GPU clients.
+type Cluster struct {
+	Dir     string
+	Address string // the server's HTTP address
+	Server  *Process
+	Clients []*Process
+	API     *api.Client
+	specs   []ClientSpec
+	once    sync.Once
+}
+
+// PluginConfig renders the device plugin's config for a client, with its
+// fault directory (a file named after a uuid there makes that GPU unhealthy).
+func PluginConfig(cs ClientSpec, faultDir string) string {
+	var b strings.Builder
+	b.WriteString("fingerprint_period = \"1s\"\nfake {\n")
+	fmt.Fprintf(&b, "  fault_dir = %s\n", quote(faultDir))
+	for i, g := range cs.GPUs {
+		fmt.Fprintf(&b, "  gpu {\n    uuid = %s\n    model = %s\n    memory_mib = %d\n    pci_bus_id = \"00000000:%02x:00.0\"\n  }\n",
+			quote(g.UUID), quote(g.Model), g.MemoryMiB, i+6)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+// Start launches a server and one client per spec, all in node pool
+// "rondo", and waits until every client is ready with its GPUs.
+func Start(o Options) (_ *Cluster, err error) {
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 120 * time.Second
+	}
+	if o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "rondo-cluster-"); err != nil {
+			return nil, err
+		}
+	}
+	c := &Cluster{Dir: o.Dir, specs: o.Clients}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	ports, err := FreePorts(3 * (1 + len(o.Clients)))
+	if err != nil {
+		return nil, err
+	}
+	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel}
+	if c.Server, err = StartProcess(o.Nomad, filepath.Join(o.Dir, "server"), srv); err != nil {
+		return nil, err
+	}
+	c.Address = c.Server.HTTPAddr
+	if c.API, err = api.NewClient(&api.Config{Address: c.Address}); err != nil {
+		return nil, err
+	}
+	ncpu := max(len(o.Clients), 1)
+	for i, cs := range o.Clients {
+		p := ports[3*(i+1):]
+		fault := c.FaultDir(cs.Name)
+		if err := os.MkdirAll(fault, 0o755); err != nil {
+			return nil, err
+		}
+		cfg := AgentConfig{Name: cs.Name, PluginDir: o.PluginDir, HTTP: p[0], RPC: p[1], Serf: p[2],
+			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: GPUPool,
+			CPUTotalCompute: 12000 / ncpu, MemoryTotalMB: 8192 / ncpu, LogLevel: o.LogLevel,
+			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
+			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
+		pr, err := StartProcess(o.Nomad, filepath.Join(o.Dir, cs.Name), cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.Clients = append(c.Clients, pr)
+	}
+	err = WaitFor(o.StartTimeout, "ready GPU clients", func() (bool, error) {
+		if !c.Server.Alive() {
+			return false, fmt.Errorf("nomad server exited:\n%s", Tail(c.Server.Logs(), 3000))
+		}
+		for _, p := range c.Clients {
+			if !p.Alive() {
+				return false, fmt.Errorf("nomad client %s exited:\n%s", p.Name, Tail(p.Logs(), 3000))
+			}
+		}
+		nodes, _, err := c.API.Nodes().List(nil)
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Status != "ready" || n.NodePool != GPUPool {
+				continue
+			}
+			full, _, err := c.API.Nodes().Info(n.ID, nil)
+			if err != nil {
+				return false, nil
+			}
+			if countGPUs(full) == len(c.spec(n.Name).GPUs) {
+				ready++
+			}
+		}
+		return ready == len(o.Clients), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) spec(name string) ClientSpec {
+	for _, s := range c.specs {
+		if s.Name == name {
+			return s
+		}
+	}
+	return ClientSpec{}
+}
+
+func countGPUs(n *api.Node) int {
+	if n.NodeResources == nil {
+		return 0
+	}
+	k := 0
+	for _, d := range n.NodeResources.Devices {
+		if d.Vendor == "nvidia" && d.Type == "gpu" {
+			k += len(d.Instances)
+		}
+	}
+	return k
+}
+
+// FaultDir is the fake plugin's fault directory of a client.
+func (c *Cluster) FaultDir(client string) string { return filepath.Join(c.Dir, "faults", client) }
+
+// Logs returns every agent's log tail.
+func (c *Cluster) Logs(n int) string {
+	var b strings.Builder
+	for _, p := range append([]*Process{c.Server}, c.Clients...) {
+		if p != nil {
+			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.LogPath, Tail(p.Logs(), n))
+		}
+	}
+	return b.String()
+}
+
+// Stop purges the jobs, stops the clients and the server, and kills what
+// their tasks left behind. The directory stays (logs); RemoveAll is the
+// caller's choice. It is idempotent.
+func (c *Cluster) Stop() {
+	c.once.Do(func() {
+		if c.API != nil && c.Server != nil && c.Server.Alive() {
+			PurgeJobs(c.API, 20*time.Second)
+		}
+		var wg sync.WaitGroup
+		for _, p := range c.Clients {
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Stop(20 * time.Second) }()
+		}
+		wg.Wait()
+		if c.Server != nil {
+			c.Server.Stop(20 * time.Second)
+		}
+		KillUnder(c.Dir)
+		UnmountUnder(c.Dir)
+	})
+}
