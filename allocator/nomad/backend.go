@@ -1,0 +1,396 @@
+// Package nomad is Rondo's Nomad backend: it observes GPU nodes, their
+// devices and the jobs that opted in (meta rondo.vc), and enforces the
+// engine's plans by re-registering jobs with node and GPU pins.
+//
+// Admission gate: GPU clients live in node pool "rondo". Opted-in jobs are
+// submitted to another pool (plain `nomad job run` uses "default"), where no
+// node has GPUs, so Nomad cannot place them and they stay pending. Rondo
+// admits a job by re-registering it in pool "rondo" with pins on the node
+// (${node.unique.id}) and the GPUs (${device.ids} set_contains_any).
+// Suspension scales the group to 0; a kept job is left untouched.
+package nomad
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/hcl"
+)
+
+// DefaultPool is the node pool of Rondo's GPU clients.
+const DefaultPool = "rondo"
+
+// MetaGPUs records a job's scale factor (GPUs in all), written once at
+// admission, before the job first runs, because suspension scales the group
+// to 0 and migrations rewrite the device count.
+const MetaGPUs = "rondo.gpus"
+
+// Priorities of admitted jobs: Nomad preempts only jobs at least 10 points
+// lower, so guaranteed work may evict opportunistic work.
+const (
+	GuaranteedPriority    = 70
+	OpportunisticPriority = 40
+)
+
+// UnknownSteps stands for a job that names no rondo.steps.
+const UnknownSteps = 1e12
+
+// Config configures a Backend.
+type Config struct {
+	Client *api.Client
+	// Pool is the GPU node pool (default "rondo").
+	Pool string
+	// Throughputs defaults to the embedded Gavel table.
+	Throughputs *throughputs.Table
+	// TypeNames overrides GPUType for some device model names.
+	TypeNames map[string]string
+	// Progress defaults to CheckpointProgress.
+	Progress ProgressFunc
+	Logger   hclog.Logger
+	// AckTimeout bounds the wait for allocations to reflect a plan (60s).
+	AckTimeout time.Duration
+	// Now defaults to time.Now.
+	Now func() time.Time
+}
+
+// jobState is what the backend remembers about a job between rounds.
+type jobState struct {
+	arrivalS  float64
+	lastS     float64
+	received  map[string]float64
+	tput      map[string]float64
+	job       *api.Job
+	policy    hcl.JobPolicy
+	group     string
+	sf        int
+	gpus      []string // live placement
+	servers   []string
+	admitted  bool
+	done      float64
+	total     float64
+	lastState string
+}
+
+// Backend implements engine.Backend on a Nomad cluster. Its bookkeeping
+// (arrival and received time) is in memory: after a restart it re-reads the
+// running placement from Nomad and credits time afresh.
+type Backend struct {
+	cfg   Config
+	log   hclog.Logger
+	epoch time.Time
+
+	mu     sync.Mutex
+	jobs   map[string]*jobState
+	gpus   []engine.GPU
+	gpuTyp map[string]string // GPU id -> type
+	nodes  map[string]string // node id -> name
+	warned map[string]bool
+}
+
+// New makes a backend; call Setup once before the first round.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("nomad backend: no client")
+	}
+	if cfg.Pool == "" {
+		cfg.Pool = DefaultPool
+	}
+	if cfg.Throughputs == nil {
+		cfg.Throughputs = throughputs.Default()
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = CheckpointProgress
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 60 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{},
+		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}}, nil
+}
+
+// Setup enables preemption for batch and service jobs, so that guaranteed
+// jobs can take GPUs from opportunistic ones.
+func (b *Backend) Setup() error {
+	op := b.cfg.Client.Operator()
+	cur, _, err := op.SchedulerGetConfiguration(nil)
+	if err != nil {
+		return fmt.Errorf("nomad: scheduler configuration: %w", err)
+	}
+	conf := cur.SchedulerConfig
+	if conf == nil {
+		conf = &api.SchedulerConfiguration{}
+	}
+	if conf.PreemptionConfig.BatchSchedulerEnabled && conf.PreemptionConfig.ServiceSchedulerEnabled {
+		return nil
+	}
+	conf.PreemptionConfig.BatchSchedulerEnabled = true
+	conf.PreemptionConfig.ServiceSchedulerEnabled = true
+	if _, _, err := op.SchedulerSetConfiguration(conf, nil); err != nil {
+		return fmt.Errorf("nomad: enable preemption: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) nowS() float64 { return b.cfg.Now().Sub(b.epoch).Seconds() }
+
+func (b *Backend) typeOf(model string) string {
+	if t, ok := b.cfg.TypeNames[model]; ok {
+		return t
+	}
+	return GPUType(model)
+}
+
+// observeGPUs lists the GPUs of ready, eligible nodes in the pool.
+func (b *Backend) observeGPUs() ([]engine.GPU, error) {
+	stubs, _, err := b.cfg.Client.Nodes().List(nil)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: list nodes: %w", err)
+	}
+	sort.Slice(stubs, func(i, j int) bool { return stubs[i].Name < stubs[j].Name })
+	var gpus []engine.GPU
+	b.nodes = map[string]string{}
+	b.gpuTyp = map[string]string{}
+	for _, s := range stubs {
+		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.NodePool != b.cfg.Pool {
+			continue
+		}
+		n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
+		if err != nil {
+			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
+		}
+		b.nodes[n.ID] = n.Name
+		if n.NodeResources == nil {
+			continue
+		}
+		for _, d := range n.NodeResources.Devices {
+			if d.Vendor != "nvidia" || d.Type != "gpu" {
+				continue
+			}
+			typ := b.typeOf(d.Name)
+			for _, in := range d.Instances {
+				gpus = append(gpus, engine.GPU{ID: in.ID, Type: typ, Server: n.ID, Failed: !in.Healthy})
+				b.gpuTyp[in.ID] = typ
+			}
+		}
+	}
+	return gpus, nil
+}
+
+// gpuGroup finds the task group requesting nvidia GPUs and its GPU count
+// per allocation.
+func gpuGroup(job *api.Job) (*api.TaskGroup, *api.RequestedDevice) {
+	for _, tg := range job.TaskGroups {
+		for _, t := range tg.Tasks {
+			if t.Resources == nil {
+				continue
+			}
+			for _, d := range t.Resources.Devices {
+				if isGPURequest(d.Name) {
+					return tg, d
+				}
+			}
+		}
+	}
+	return nil, nil
+}
+
+func isGPURequest(name string) bool {
+	return name == "gpu" || name == "nvidia/gpu" || strings.HasPrefix(name, "nvidia/gpu/")
+}
+
+func scaleFactor(job *api.Job) int {
+	if v, err := strconv.Atoi(job.Meta[MetaGPUs]); err == nil && v > 0 {
+		return v
+	}
+	tg, d := gpuGroup(job)
+	if tg == nil {
+		return 0
+	}
+	return max(deref(tg.Count), 1) * int(max(deref(d.Count), 1))
+}
+
+func live(a *api.AllocationListStub) bool {
+	return a.DesiredStatus == "run" && (a.ClientStatus == "pending" || a.ClientStatus == "running")
+}
+
+// Observe reports the GPUs and the active opted-in jobs with their running
+// placement, and credits running jobs with the time since the last Observe.
+func (b *Backend) Observe() (*engine.Snapshot, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.nowS()
+	gpus, err := b.observeGPUs()
+	if err != nil {
+		return nil, err
+	}
+	b.gpus = gpus
+	types := map[string]bool{}
+	for _, g := range gpus {
+		types[g.Type] = true
+	}
+	stubs, _, err := b.cfg.Client.Jobs().List(nil)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: list jobs: %w", err)
+	}
+	sort.Slice(stubs, func(i, j int) bool { return stubs[i].CreateIndex < stubs[j].CreateIndex })
+	snap := &engine.Snapshot{TimeS: now, GPUs: gpus}
+	seen := map[string]bool{}
+	for _, s := range stubs {
+		if s.Meta[hcl.MetaVC] == "" || s.Stop || s.Type == "system" || s.Type == "sysbatch" {
+			continue
+		}
+		st, ok := b.observeJob(s.ID, now, types)
+		if !ok {
+			continue
+		}
+		seen[s.ID] = true
+		snap.Jobs = append(snap.Jobs, st.engineJob(s.ID))
+		if len(st.gpus) > 0 {
+			snap.Running = append(snap.Running, engine.Assignment{Jobs: []string{s.ID}, Type: b.gpuTyp[st.gpus[0]],
+				GPUs: st.gpus, Servers: st.servers, Action: engine.Keep})
+		}
+	}
+	for id := range b.jobs {
+		if !seen[id] {
+			delete(b.jobs, id)
+		}
+	}
+	return snap, nil
+}
+
+// observeJob refreshes one job; ok is false when it is not active (finished,
+// unreadable policy, no GPU request).
+func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jobState, bool) {
+	c := b.cfg.Client
+	job, _, err := c.Jobs().Info(id, nil)
+	if err != nil {
+		b.log.Warn("read job", "job", id, "error", err)
+		return nil, false
+	}
+	pol, err := hcl.PolicyFromMeta(job.Meta)
+	if err != nil {
+		if !b.warned[id] {
+			b.warned[id] = true
+			b.log.Warn("job ignored: bad rondo meta", "job", id, "error", err)
+		}
+		return nil, false
+	}
+	tg, _ := gpuGroup(job)
+	sf := scaleFactor(job)
+	if tg == nil || sf == 0 {
+		if !b.warned[id] {
+			b.warned[id] = true
+			b.log.Warn("job ignored: no nvidia/gpu device request", "job", id)
+		}
+		return nil, false
+	}
+	allocs, _, err := c.Jobs().Allocations(id, false, nil)
+	if err != nil {
+		b.log.Warn("read allocations", "job", id, "error", err)
+		return nil, false
+	}
+	admitted := deref(job.NodePool) == b.cfg.Pool
+	var gpus, servers []string
+	finished := false
+	for _, a := range allocs {
+		if a.TaskGroup != deref(tg.Name) {
+			continue
+		}
+		if a.ClientStatus == "complete" && a.DesiredStatus == "run" {
+			finished = true // the task exited 0 on its own: trained out
+		}
+		if !live(a) || !admitted {
+			continue
+		}
+		servers = appendNew(servers, a.NodeID)
+		if a.AllocatedResources == nil {
+			continue
+		}
+		for _, tr := range a.AllocatedResources.Tasks {
+			for _, d := range tr.Devices {
+				if d.Vendor == "nvidia" && d.Type == "gpu" {
+					gpus = append(gpus, d.DeviceIDs...)
+				}
+			}
+		}
+	}
+	total := float64(pol.Steps)
+	if total == 0 {
+		total = UnknownSteps
+	}
+	done, _ := b.cfg.Progress(job)
+	st := b.jobs[id]
+	if st == nil {
+		st = &jobState{arrivalS: now, lastS: now, received: map[string]float64{}}
+		b.jobs[id] = st
+	}
+	if finished && len(gpus) == 0 || done >= total {
+		if st.lastState != "finished" {
+			b.log.Info("finished", "job", id, "steps", done)
+		}
+		st.lastState = "finished"
+		return nil, false
+	}
+	// Credit the time since the last look to the type it ran on then.
+	if len(st.gpus) > 0 && len(gpus) > 0 {
+		st.received[b.gpuTyp[st.gpus[0]]] += now - st.lastS
+	}
+	sort.Strings(gpus)
+	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
+	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
+	st.tput = map[string]float64{}
+	for t := range types {
+		st.tput[t] = b.throughput(pol.Model, sf, t)
+	}
+	return st, true
+}
+
+func (b *Backend) throughput(model string, sf int, typ string) float64 {
+	if model == "" {
+		return 1 // unknown model: every type alike
+	}
+	if v, ok := b.cfg.Throughputs.Lookup(model, sf, typ); ok {
+		return v
+	}
+	if len(b.cfg.Throughputs.Keys(typ)) == 0 {
+		return 1 // a type the table does not know
+	}
+	return 0
+}
+
+func (st *jobState) engineJob(id string) engine.Job {
+	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
+		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
+		ReceivedS: map[string]float64{}}
+	for t, v := range st.received {
+		j.ReceivedS[t] = v
+	}
+	if st.policy.SLO > 0 {
+		j.DeadlineS = st.arrivalS + st.policy.SLO.Seconds()
+	}
+	return j
+}
+
+func appendNew(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}

@@ -1,0 +1,299 @@
+package nomad
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/hcl"
+)
+
+const (
+	nodeTarget   = "${node.unique.id}"
+	deviceTarget = "${device.ids}"
+)
+
+// Enforce carries a plan out: it scales suspended jobs to 0 and waits for
+// them to stop (their tasks get kill_timeout to checkpoint), re-registers
+// started jobs with pins, leaves kept jobs untouched, then waits (bounded
+// by AckTimeout) until the allocations reflect the plan.
+func (b *Backend) Enforce(p *engine.Plan) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	starting := map[string]bool{}
+	for _, a := range p.Assignments {
+		if a.Action == engine.Start {
+			for _, id := range a.Jobs {
+				starting[id] = true
+			}
+		}
+	}
+	var stopping []string
+	for _, id := range p.Suspend {
+		if err := b.suspend(id, "suspend"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stopping = append(stopping, id)
+	}
+	// An admitted job that holds no allocation but still has a count (its
+	// placement is pending) would take its pinned GPUs whenever they free
+	// up: withdraw it unless this plan starts it.
+	for id, st := range b.jobs {
+		if st.admitted && len(st.gpus) == 0 && !starting[id] && groupCount(st.job, st.group) > 0 {
+			if err := b.suspend(id, "withdraw"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := b.waitUntil("suspended jobs to stop", func() (bool, error) {
+		for _, id := range stopping {
+			n, _, _, err := b.liveGPUs(id)
+			if err != nil || n > 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	var started []engine.Assignment
+	for _, a := range p.Assignments {
+		if a.Action != engine.Start {
+			continue
+		}
+		ok := true
+		for _, id := range a.Jobs {
+			if err := b.start(id, a); err != nil {
+				errs = append(errs, err)
+				ok = false
+			}
+		}
+		if ok {
+			started = append(started, a)
+		}
+	}
+	if err := b.waitUntil("started jobs to run on their GPUs", func() (bool, error) {
+		for _, a := range started {
+			want := append([]string(nil), a.GPUs...)
+			sort.Strings(want)
+			for _, id := range a.Jobs {
+				n, running, got, err := b.liveGPUs(id)
+				if err != nil {
+					return false, err
+				}
+				if n == 0 || running < n || strings.Join(got, ",") != strings.Join(want, ",") {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
+	deadline := time.Now().Add(b.cfg.AckTimeout)
+	for {
+		ok, err := f()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("nomad: waiting for %s: %w", what, err)
+			}
+			return fmt.Errorf("nomad: timed out after %v waiting for %s", b.cfg.AckTimeout, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// liveGPUs returns a job's live allocations (pending or running, desired
+// to run), how many of them run, and the sorted GPU ids they hold.
+func (b *Backend) liveGPUs(id string) (liveN, running int, gpus []string, err error) {
+	allocs, _, err := b.cfg.Client.Jobs().Allocations(id, false, nil)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for _, a := range allocs {
+		if !live(a) {
+			continue
+		}
+		liveN++
+		if a.ClientStatus == "running" {
+			running++
+		}
+		if a.AllocatedResources != nil {
+			for _, tr := range a.AllocatedResources.Tasks {
+				for _, d := range tr.Devices {
+					gpus = append(gpus, d.DeviceIDs...)
+				}
+			}
+		}
+	}
+	sort.Strings(gpus)
+	return liveN, running, gpus, nil
+}
+
+func groupCount(job *api.Job, group string) int {
+	if job == nil {
+		return 0
+	}
+	for _, tg := range job.TaskGroups {
+		if deref(tg.Name) == group {
+			return deref(tg.Count)
+		}
+	}
+	return 0
+}
+
+// suspend scales the job's GPU group to 0; the task is sent its kill signal
+// and has kill_timeout to checkpoint.
+func (b *Backend) suspend(id, event string) error {
+	st := b.jobs[id]
+	if st == nil {
+		return fmt.Errorf("nomad: suspend %s: unknown job", id)
+	}
+	if event == "suspend" && st.policy.Priority == hcl.Opportunistic {
+		event = "preempt"
+	}
+	zero := 0
+	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &zero, "rondo: "+event, false, nil, nil); err != nil {
+		return fmt.Errorf("nomad: %s %s: %w", event, id, err)
+	}
+	b.log.Info(event, "job", id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
+	return nil
+}
+
+func (b *Backend) nodeNames(ids []string) string {
+	names := make([]string, len(ids))
+	for i, id := range ids {
+		names[i] = b.nodes[id]
+		if names[i] == "" {
+			names[i] = id
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// start (re-)registers the job in the GPU pool pinned to the assignment's
+// nodes and GPUs, with the job's modify index enforced.
+func (b *Backend) start(id string, a engine.Assignment) error {
+	st := b.jobs[id]
+	if st == nil {
+		return fmt.Errorf("nomad: start %s: unknown job", id)
+	}
+	c := b.cfg.Client
+	job, _, err := c.Jobs().Info(id, nil)
+	if err != nil {
+		return fmt.Errorf("nomad: start %s: %w", id, err)
+	}
+	if err := Pin(job, st.group, a, b.serverOf); err != nil {
+		return fmt.Errorf("nomad: start %s: %w", id, err)
+	}
+	job.NodePool = &b.cfg.Pool
+	prio := GuaranteedPriority
+	if st.policy.Priority == hcl.Opportunistic {
+		prio = OpportunisticPriority
+	}
+	job.Priority = &prio
+	if job.Meta[MetaGPUs] == "" {
+		// Safe: the job is not running (admission) or is being moved.
+		if job.Meta == nil {
+			job.Meta = map[string]string{}
+		}
+		job.Meta[MetaGPUs] = fmt.Sprint(st.sf)
+	}
+	_, _, err = c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: deref(job.JobModifyIndex)}, nil)
+	if err != nil {
+		return fmt.Errorf("nomad: start %s: %w", id, err)
+	}
+	event := "resume"
+	switch {
+	case !st.admitted:
+		event = "admit"
+	case len(st.gpus) > 0:
+		event = "migrate"
+	}
+	b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
+	return nil
+}
+
+func (b *Backend) serverOf(gpu string) string {
+	for _, g := range b.gpus {
+		if g.ID == gpu {
+			return g.Server
+		}
+	}
+	return ""
+}
+
+// Pin rewrites the GPU group of job to run exactly on the assignment: node
+// pins on ${node.unique.id}, GPU pins with ${device.ids} set_contains_any.
+// One allocation per server when every server holds the same number of the
+// GPUs, else one allocation per GPU. Earlier pins are replaced.
+func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) string) error {
+	var tg *api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if deref(g.Name) == group {
+			tg = g
+		}
+	}
+	if tg == nil {
+		return fmt.Errorf("no group %q", group)
+	}
+	if len(a.GPUs) == 0 || len(a.Servers) == 0 {
+		return errors.New("assignment without GPUs")
+	}
+	per := map[string]int{}
+	for _, g := range a.GPUs {
+		per[serverOf(g)]++
+	}
+	count, devices := len(a.Servers), len(a.GPUs)/len(a.Servers)
+	for _, n := range per {
+		if n != devices {
+			count, devices = len(a.GPUs), 1
+		}
+	}
+	tg.Count = &count
+	var cs []*api.Constraint
+	for _, c := range tg.Constraints {
+		if c.LTarget != nodeTarget {
+			cs = append(cs, c)
+		}
+	}
+	if len(a.Servers) == 1 {
+		cs = append(cs, api.NewConstraint(nodeTarget, "=", a.Servers[0]))
+	} else {
+		cs = append(cs, api.NewConstraint(nodeTarget, "set_contains_any", strings.Join(a.Servers, ",")))
+	}
+	tg.Constraints = cs
+	for _, t := range tg.Tasks {
+		if t.Resources == nil {
+			continue
+		}
+		for _, d := range t.Resources.Devices {
+			if !isGPURequest(d.Name) {
+				continue
+			}
+			n := uint64(devices)
+			d.Count = &n
+			var dc []*api.Constraint
+			for _, c := range d.Constraints {
+				if c.LTarget != deviceTarget {
+					dc = append(dc, c)
+				}
+			}
+			d.Constraints = append(dc, api.NewConstraint(deviceTarget, "set_contains_any", strings.Join(a.GPUs, ",")))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+// Command rondo-trainer is a fake training job for tests and the demo: it
+// "trains" at the throughput Gavel measured for a model on the GPU type it
+// was given, checkpoints its progress to a host directory, resumes from it
+// on start, checkpoints and exits 0 on SIGTERM (a Rondo suspension), and
+// exits 0 once it has done its steps.
+//
+// Inputs (flag, else environment):
+//
+//	-model          NOMAD_META_rondo_model (e.g. "ResNet-50 (batch size 64)")
+//	-steps          NOMAD_META_rondo_steps
+//	-scale-factor   NOMAD_META_rondo_gpus, else the number of CUDA_VISIBLE_DEVICES
+//	-type           RONDO_GPU_TYPE (jobs set it from node meta
+//	                ${meta.rondo_gpu_type}), else a known type word in the
+//	                first visible GPU's uuid, else v100
+//	-checkpoint-dir RONDO_CHECKPOINT_DIR, else $NOMAD_ALLOC_DIR/checkpoint
+//	                (lost on reschedule: jobs should pass a host path)
+//	-speedup        RONDO_SPEEDUP (default 1): multiplies the throughput
+//
+// Only allocation index 0 writes the checkpoint, so a multi-node job keeps
+// one progress record.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+)
+
+type checkpoint struct {
+	Steps float64 `json:"steps"`
+	Total float64 `json:"total"`
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func visible() []string {
+	v := os.Getenv("CUDA_VISIBLE_DEVICES")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+func gpuType() string {
+	if t := os.Getenv("RONDO_GPU_TYPE"); t != "" {
+		return t
+	}
+	if ids := visible(); len(ids) > 0 {
+		low := strings.ToLower(ids[0])
+		for _, t := range []string{"v100", "p100", "k80"} {
+			if strings.Contains(low, t) {
+				return t
+			}
+		}
+	}
+	return "v100"
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("rondo-trainer", flag.ContinueOnError)
+	model := fs.String("model", os.Getenv("NOMAD_META_rondo_model"), "model name in the throughput table")
+	stepsS := fs.String("steps", os.Getenv("NOMAD_META_rondo_steps"), "total steps")
+	sfDefault := len(visible())
+	if v, err := strconv.Atoi(os.Getenv("NOMAD_META_rondo_gpus")); err == nil && v > 0 {
+		sfDefault = v
+	}
+	sf := fs.Int("scale-factor", max(sfDefault, 1), "GPUs of the whole job")
+	typ := fs.String("type", gpuType(), "GPU type (v100, p100, k80)")
+	dir := fs.String("checkpoint-dir", envOr("RONDO_CHECKPOINT_DIR", filepath.Join(os.Getenv("NOMAD_ALLOC_DIR"), "checkpoint")), "checkpoint directory")
+	speedS := fs.String("speedup", envOr("RONDO_SPEEDUP", "1"), "throughput multiplier")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	total, err := strconv.ParseFloat(*stepsS, 64)
+	if err != nil || total <= 0 {
+		fmt.Fprintf(os.Stderr, "rondo-trainer: -steps must be positive (got %q)\n", *stepsS)
+		return 2
+	}
+	speed, err := strconv.ParseFloat(*speedS, 64)
+	if err != nil || speed <= 0 {
+		fmt.Fprintf(os.Stderr, "rondo-trainer: -speedup must be positive (got %q)\n", *speedS)
+		return 2
+	}
+	rate, ok := throughputs.Default().Lookup(*model, *sf, *typ)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "rondo-trainer: no throughput for %q x%d on %s; using 1 step/s\n", *model, *sf, *typ)
+		rate = 1
+	}
+	rate *= speed
+	writer := envOr("NOMAD_ALLOC_INDEX", "0") == "0"
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "rondo-trainer:", err)
+		return 1
+	}
+	path := filepath.Join(*dir, "checkpoint.json")
+	ck := checkpoint{Total: total}
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &ck); err != nil {
+			fmt.Fprintln(os.Stderr, "rondo-trainer: bad checkpoint:", err)
+			return 1
+		}
+		ck.Total = total
+	}
+	save := func() {
+		if !writer {
+			return
+		}
+		b, _ := json.Marshal(ck)
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o644); err == nil {
+			os.Rename(tmp, path) // atomic: readers never see half a file
+		}
+	}
+	fmt.Printf("rondo-trainer: %s x%d on %s (%s): %.3f steps/s, resuming at %.0f/%.0f\n",
+		*model, *sf, *typ, os.Getenv("CUDA_VISIBLE_DEVICES"), rate, ck.Steps, total)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last, lastSave := time.Now(), time.Now()
+	for {
+		select {
+		case s := <-sig:
+			save()
+			fmt.Printf("rondo-trainer: %v: checkpointed at %.0f/%.0f\n", s, ck.Steps, total)
+			return 0
+		case now := <-tick.C:
+			ck.Steps = min(ck.Steps+rate*now.Sub(last).Seconds(), total)
+			last = now
+			if ck.Steps >= total {
+				save()
+				fmt.Printf("rondo-trainer: done, %.0f steps\n", total)
+				return 0
+			}
+			if now.Sub(lastSave) >= 500*time.Millisecond {
+				save()
+				lastSave = now
+			}
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/cli"
+	"github.com/rondo-sched/rondo/allocator/agent"
+)
+
+func init() {
+	register("status", func() (cli.Command, error) { return newStatusCmd(), nil })
+}
+
+type statusCmd struct {
+	base
+	addr string
+	json bool
+}
+
+func newStatusCmd() *statusCmd {
+	c := &statusCmd{base: newBase("status", "Show the running agent's rounds, GPU usage and jobs", "[-addr URL] [-json]")}
+	c.flags.StringVar(&c.addr, "addr", "http://127.0.0.1:4700", "the agent's status API")
+	c.flags.BoolVar(&c.json, "json", false, "print the raw JSON")
+	return c
+}
+
+func (c *statusCmd) Run(args []string) int {
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(strings.TrimSuffix(c.addr, "/") + "/v1/status")
+	if err != nil {
+		return c.fail(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return c.fail(fmt.Errorf("%s: %s", c.addr, resp.Status))
+	}
+	var s agent.Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return c.fail(err)
+	}
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(s)
+		return 0
+	}
+	fmt.Fprintf(c.stdout, "Cluster:    %s\nPolicy:     %s\nRound:      %d (every %gs)\n", s.Cluster, s.Policy, s.Round, s.RoundSeconds)
+	if !s.NextRound.IsZero() {
+		fmt.Fprintf(c.stdout, "Next round: %s (in %s)\n", s.NextRound.Format(time.TimeOnly), time.Until(s.NextRound).Round(time.Second))
+	}
+	var vcs []string
+	for _, v := range s.VCs {
+		vcs = append(vcs, v.Name+" ("+v.Policy+")")
+	}
+	fmt.Fprintf(c.stdout, "VCs:        %s\n", strings.Join(vcs, ", "))
+	if s.LastError != "" {
+		fmt.Fprintf(c.stdout, "Last error: %s\n", s.LastError)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nType\tGPUs\tUsed\tFailed")
+	types := make([]string, 0, len(s.Types))
+	for t := range s.Types {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for _, t := range types {
+		u := s.Types[t]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t, u.Total, u.Used, u.Failed)
+	}
+	fmt.Fprintln(tw, "\nJob\tState\tType\tGPUs\tProgress")
+	for _, j := range s.Jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f/%.0f\n", j.ID, j.State, j.Type, j.ScaleFactor, j.TotalSteps-j.RemainingSteps, j.TotalSteps)
+	}
+	tw.Flush()
+	return 0
+}

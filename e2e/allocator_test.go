@@ -1,0 +1,421 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/e2e/cluster"
+)
+
+// stack is a local cluster (2 V100 + 2 K80 clients' worth of fake GPUs)
+// with the rondo and rondo-trainer binaries built.
+type stack struct {
+	t       *testing.T
+	c       *cluster.Cluster
+	bin     string // holds rondo, rondo-trainer
+	nomad   string
+	ckpt    string
+	cfgPath string
+}
+
+func startStack(t *testing.T) *stack {
+	if testing.Short() {
+		t.Skip("e2e: skipped with -short")
+	}
+	nomad := NomadBinary(t)
+	root := moduleRoot(t)
+	tmp := t.TempDir()
+	s := &stack{t: t, bin: filepath.Join(tmp, "bin"), nomad: nomad, ckpt: filepath.Join(tmp, "ckpt")}
+	plugins := filepath.Join(tmp, "plugins")
+	for dir, pkg := range map[string]string{plugins: "./cmd/nomad-device-rondo", s.bin + "/r": "./cmd/rondo", s.bin + "/t": "./cmd/rondo-trainer"} {
+		BuildPlugin(t, pkg, dir)
+	}
+	os.Rename(s.bin+"/r/rondo", s.bin+"/rondo")
+	os.Rename(s.bin+"/t/rondo-trainer", s.bin+"/rondo-trainer")
+	dir, err := os.MkdirTemp("", "rondo-e2e-cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO",
+		Clients: []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.c = c
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("cluster logs:\n%s", c.Logs(3000))
+		}
+		os.RemoveAll(dir)
+	})
+	s.cfgPath = filepath.Join(tmp, "cluster.hcl")
+	cfg := `round_seconds = 4
+cell_type "v100" {
+  gpu_type = "v100"
+}
+cell_type "v100-node" {
+  child = "v100"
+  count = 2
+  node  = true
+}
+cell_type "k80" {
+  gpu_type = "k80"
+}
+cell_type "k80-node" {
+  child = "k80"
+  count = 2
+  node  = true
+}
+cell "v100-node" "a" {
+  nomad_node = "v100-a"
+}
+cell "k80-node" "b" {
+  nomad_node = "k80-a"
+}
+vc "research" {
+  quota  = { "v100-node" = 1, "k80-node" = 1 }
+  policy = "max_min_fairness_perf"
+}
+`
+	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = root
+	return s
+}
+
+// reset removes every job and fault between scenarios.
+func (s *stack) reset() {
+	cluster.PurgeJobs(s.c.API, 30*time.Second)
+	s.c.API.System().GarbageCollect()
+	for _, cs := range []string{"v100-a", "k80-a"} {
+		ents, _ := os.ReadDir(s.c.FaultDir(cs))
+		for _, e := range ents {
+			os.Remove(filepath.Join(s.c.FaultDir(cs), e.Name()))
+		}
+	}
+}
+
+type agentProc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	addr string
+}
+
+func (s *stack) startAgent(round string) *agentProc {
+	s.t.Helper()
+	ports, err := cluster.FreePorts(1)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	a := &agentProc{log: filepath.Join(s.t.TempDir(), "agent.log"), done: make(chan struct{}),
+		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
+	f, err := os.Create(a.log)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), "agent", "-config", s.cfgPath, "-round", round,
+		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug")
+	a.cmd.Stdout, a.cmd.Stderr = f, f
+	if err := a.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() { a.cmd.Wait(); f.Close(); close(a.done) }()
+	s.t.Cleanup(func() {
+		a.stop()
+		if s.t.Failed() {
+			s.t.Logf("agent log:\n%s", tail(a.logs(), 6000))
+		}
+	})
+	return a
+}
+
+func (a *agentProc) logs() string { b, _ := os.ReadFile(a.log); return string(b) }
+
+func (a *agentProc) stop() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	a.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+func (a *agentProc) kill9() {
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.done
+}
+
+func (s *stack) jobHCL(id, model string, steps int, speedup float64) string {
+	return fmt.Sprintf(`job %q {
+  type = "batch"
+  meta = {
+    "rondo.vc"    = "research"
+    "rondo.model" = %q
+    "rondo.steps" = "%d"
+  }
+  group "train" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+    task "train" {
+      driver       = "raw_exec"
+      kill_timeout = "10s"
+      config {
+        command = %q
+      }
+      env {
+        RONDO_CHECKPOINT_DIR = "%s/${NOMAD_JOB_ID}"
+        RONDO_GPU_TYPE       = "${meta.rondo_gpu_type}"
+        RONDO_SPEEDUP        = "%g"
+      }
+      resources {
+        cpu    = 50
+        memory = 32
+        device "nvidia/gpu" {
+          count = 1
+        }
+      }
+    }
+  }
+}
+`, id, model, steps, filepath.Join(s.bin, "rondo-trainer"), s.ckpt, speedup)
+}
+
+// submit registers a job spec as `nomad job run -detach` does.
+func (s *stack) submit(id, model string, steps int, speedup float64) {
+	s.t.Helper()
+	path := filepath.Join(s.t.TempDir(), id+".nomad.hcl")
+	if err := os.WriteFile(path, []byte(s.jobHCL(id, model, steps, speedup)), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(s.nomad, "job", "run", "-detach", path)
+	cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_ADDR"), "NOMAD_ADDR="+s.c.Address)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("nomad job run %s: %v\n%s", id, err, out)
+	}
+}
+
+func (s *stack) waitFor(timeout time.Duration, what string, f func() (bool, error)) {
+	s.t.Helper()
+	if err := cluster.WaitFor(timeout, what, f); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func liveAllocs(c *api.Client, id string) []*api.AllocationListStub {
+	allocs, _, _ := c.Jobs().Allocations(id, true, nil)
+	var out []*api.AllocationListStub
+	for _, a := range allocs {
+		if a.DesiredStatus == "run" && (a.ClientStatus == "running" || a.ClientStatus == "pending") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func allocGPUs(a *api.AllocationListStub) []string {
+	var ids []string
+	if a.AllocatedResources != nil {
+		for _, tr := range a.AllocatedResources.Tasks {
+			for _, d := range tr.Devices {
+				ids = append(ids, d.DeviceIDs...)
+			}
+		}
+	}
+	return ids
+}
+
+// noOverlap checks that a job never had two allocations running at once.
+func noOverlap(t *testing.T, c *api.Client, id string) int {
+	t.Helper()
+	allocs, _, err := c.Jobs().Allocations(id, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ start, end time.Time }
+	var spans []span
+	for _, a := range allocs {
+		ts := a.TaskStates["train"]
+		if ts == nil || ts.StartedAt.IsZero() {
+			continue
+		}
+		end := ts.FinishedAt
+		if end.IsZero() {
+			end = time.Now()
+		}
+		spans = append(spans, span{ts.StartedAt, end})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Before(spans[i-1].end) {
+			t.Errorf("job %s ran twice at once: %v-%v and %v-%v", id, spans[i-1].start, spans[i-1].end, spans[i].start, spans[i].end)
+		}
+	}
+	return len(spans)
+}
+
+func TestAllocatorOnNomad(t *testing.T) {
+	s := startStack(t)
+	t.Run("AdmissionGate", func(t *testing.T) { s.t = t; testGate(s) })
+	s.reset()
+	t.Run("UnhealthyGPUVacated", func(t *testing.T) { s.t = t; testUnhealthy(s) })
+	s.reset()
+	t.Run("RotationAndAgentKill", func(t *testing.T) { s.t = t; testRotationKill(s) })
+}
+
+// testGate: a job submitted with plain `nomad job run` while every GPU is
+// free stays pending until the agent admits it.
+func testGate(s *stack) {
+	t, c := s.t, s.c.API
+	s.submit("gate", "LM (batch size 20)", 100000, 1)
+	time.Sleep(5 * time.Second)
+	if allocs, _, _ := c.Jobs().Allocations("gate", true, nil); len(allocs) != 0 {
+		t.Fatalf("job ran before admission: %d allocations", len(allocs))
+	}
+	job, _, err := c.Jobs().Info("gate", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *job.Status != "pending" || *job.NodePool != "default" {
+		t.Fatalf("before admission: status %s pool %s", *job.Status, *job.NodePool)
+	}
+	ag := s.startAgent("4s")
+	s.waitFor(30*time.Second, "admitted job running", func() (bool, error) {
+		l := liveAllocs(c, "gate")
+		return len(l) == 1 && l[0].ClientStatus == "running", nil
+	})
+	job, _, _ = c.Jobs().Info("gate", nil)
+	if *job.NodePool != rnomad.DefaultPool {
+		t.Errorf("admitted job in pool %s", *job.NodePool)
+	}
+	if !strings.Contains(ag.logs(), "admit") {
+		t.Errorf("no admit log line:\n%s", ag.logs())
+	}
+	// A later round keeps it: no new allocation.
+	time.Sleep(9 * time.Second)
+	if n := noOverlap(t, c, "gate"); n != 1 {
+		t.Errorf("kept job was restarted: %d allocations", n)
+	}
+	ag.stop()
+}
+
+// testUnhealthy: the GPU of a running job turns unhealthy; within two
+// rounds the job runs elsewhere.
+func testUnhealthy(s *stack) {
+	t, c := s.t, s.c.API
+	ag := s.startAgent("4s")
+	s.submit("sick", "LM (batch size 20)", 100000, 1)
+	var gpu, node string
+	s.waitFor(30*time.Second, "job running", func() (bool, error) {
+		l := liveAllocs(c, "sick")
+		if len(l) == 1 && l[0].ClientStatus == "running" {
+			gpu, node = allocGPUs(l[0])[0], l[0].NodeName
+			return true, nil
+		}
+		return false, nil
+	})
+	if err := os.WriteFile(filepath.Join(s.c.FaultDir(node), gpu), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	s.waitFor(25*time.Second, "job moved off the unhealthy GPU", func() (bool, error) {
+		l := liveAllocs(c, "sick")
+		return len(l) == 1 && l[0].ClientStatus == "running" && allocGPUs(l[0])[0] != gpu, nil
+	})
+	t.Logf("vacated %s in %v", gpu, time.Since(start).Round(time.Second))
+	if !strings.Contains(ag.logs(), "migrate") {
+		t.Errorf("no migrate log line")
+	}
+	noOverlap(t, c, "sick")
+	ag.stop()
+}
+
+var resumeRE = regexp.MustCompile(`resuming at (\d+)/`)
+
+// testRotationKill: six jobs on four GPUs rotate in short rounds; the agent
+// is killed with SIGKILL mid-run and restarted; every job finishes with its
+// full progress, none ever ran twice at once, and suspended jobs resumed
+// from their checkpoints.
+func testRotationKill(s *stack) {
+	t, c := s.t, s.c.API
+	const steps = 500
+	ids := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
+	for _, id := range ids {
+		s.submit(id, "LM (batch size 20)", steps, 1)
+	}
+	ag := s.startAgent("4s")
+	s.waitFor(60*time.Second, "a suspension", func() (bool, error) {
+		return strings.Contains(ag.logs(), "suspend") || strings.Contains(ag.logs(), "preempt"), nil
+	})
+	ag.kill9()
+	time.Sleep(6 * time.Second)
+	ag2 := s.startAgent("4s")
+	s.waitFor(150*time.Second, "every job done", func() (bool, error) {
+		for _, id := range ids {
+			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
+			if err != nil || ck.Steps < steps {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	resumed := 0
+	for _, id := range ids {
+		noOverlap(t, c, id)
+		allocs, _, _ := c.Jobs().Allocations(id, true, nil)
+		for _, a := range allocs {
+			al, _, err := c.Allocations().Info(a.ID, nil)
+			if err != nil {
+				continue
+			}
+			r, err := c.AllocFS().Cat(al, "alloc/logs/train.stdout.0", nil)
+			if err != nil {
+				continue
+			}
+			b := make([]byte, 4096)
+			n, _ := r.Read(b)
+			r.Close()
+			if m := resumeRE.FindSubmatch(b[:n]); m != nil && string(m[1]) != "0" {
+				resumed++
+			}
+		}
+	}
+	if resumed == 0 {
+		t.Errorf("no job resumed from a checkpoint; agent logs:\n%s\n%s", tail(ag.logs(), 3000), tail(ag2.logs(), 3000))
+	}
+	t.Logf("%d resumptions from checkpoints", resumed)
+	// Finished jobs are left alone by later rounds.
+	time.Sleep(5 * time.Second)
+	for _, id := range ids {
+		if l := liveAllocs(c, id); len(l) != 0 {
+			t.Errorf("finished job %s runs again", id)
+		}
+	}
+	ag2.stop()
+}

@@ -1,0 +1,47 @@
+# The demo cluster: three Nomad clients in node pool "rondo", one per GPU
+# type, 4 GPUs each (the fake device plugin), one virtual cluster.
+round_seconds = 20
+
+nomad {
+  address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -nomad-addr
+}
+
+cell_type "v100" {
+  gpu_type = "v100"
+}
+cell_type "v100-node" {
+  child = "v100"
+  count = 4
+  node  = true
+}
+cell_type "p100" {
+  gpu_type = "p100"
+}
+cell_type "p100-node" {
+  child = "p100"
+  count = 4
+  node  = true
+}
+cell_type "k80" {
+  gpu_type = "k80"
+}
+cell_type "k80-node" {
+  child = "k80"
+  count = 4
+  node  = true
+}
+
+cell "v100-node" "v100-0" {
+  nomad_node = "v100-0"
+}
+cell "p100-node" "p100-0" {
+  nomad_node = "p100-0"
+}
+cell "k80-node" "k80-0" {
+  nomad_node = "k80-0"
+}
+
+vc "research" {
+  quota  = { "v100-node" = 1, "p100-node" = 1, "k80-node" = 1 }
+  policy = "max_min_fairness_perf"
+}
