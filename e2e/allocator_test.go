@@ -229,7 +229,8 @@ func (s *stack) waitFor(timeout time.Duration, what string, f func() (bool, erro
 }
 
 func liveAllocs(c *api.Client, id string) []*api.AllocationListStub {
-	allocs, _, _ := c.Jobs().Allocations(id, true, nil)
+	allocs, _, _ := c.Allocations().List(&api.QueryOptions{Params: map[string]string{"resources": "true"},
+		Filter: fmt.Sprintf("JobID == %q", id)})
 	var out []*api.AllocationListStub
 	for _, a := range allocs {
 		if a.DesiredStatus == "run" && (a.ClientStatus == "running" || a.ClientStatus == "pending") {
@@ -334,7 +335,7 @@ func testUnhealthy(s *stack) {
 	var gpu, node string
 	s.waitFor(30*time.Second, "job running", func() (bool, error) {
 		l := liveAllocs(c, "sick")
-		if len(l) == 1 && l[0].ClientStatus == "running" {
+		if len(l) == 1 && l[0].ClientStatus == "running" && len(allocGPUs(l[0])) == 1 {
 			gpu, node = allocGPUs(l[0])[0], l[0].NodeName
 			return true, nil
 		}
@@ -346,7 +347,7 @@ func testUnhealthy(s *stack) {
 	start := time.Now()
 	s.waitFor(25*time.Second, "job moved off the unhealthy GPU", func() (bool, error) {
 		l := liveAllocs(c, "sick")
-		return len(l) == 1 && l[0].ClientStatus == "running" && allocGPUs(l[0])[0] != gpu, nil
+		return len(l) == 1 && l[0].ClientStatus == "running" && len(allocGPUs(l[0])) == 1 && allocGPUs(l[0])[0] != gpu, nil
 	})
 	t.Logf("vacated %s in %v", gpu, time.Since(start).Round(time.Second))
 	if !strings.Contains(ag.logs(), "migrate") {

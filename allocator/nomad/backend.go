@@ -224,6 +224,14 @@ func scaleFactor(job *api.Job) int {
 	return max(deref(tg.Count), 1) * int(max(deref(d.Count), 1))
 }
 
+// jobAllocs lists a job's allocations with their allocated resources (the
+// job allocations endpoint leaves resources out).
+func jobAllocs(c *api.Client, id string) ([]*api.AllocationListStub, error) {
+	allocs, _, err := c.Allocations().List(&api.QueryOptions{Params: map[string]string{"resources": "true"},
+		Filter: fmt.Sprintf("JobID == %q", id)})
+	return allocs, err
+}
+
 func live(a *api.AllocationListStub) bool {
 	return a.DesiredStatus == "run" && (a.ClientStatus == "pending" || a.ClientStatus == "running")
 }
@@ -243,7 +251,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	for _, g := range gpus {
 		types[g.Type] = true
 	}
-	stubs, _, err := b.cfg.Client.Jobs().List(nil)
+	stubs, _, err := b.cfg.Client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("nomad: list jobs: %w", err)
 	}
@@ -299,7 +307,7 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 		}
 		return nil, false
 	}
-	allocs, _, err := c.Jobs().Allocations(id, false, nil)
+	allocs, err := jobAllocs(c, id)
 	if err != nil {
 		b.log.Warn("read allocations", "job", id, "error", err)
 		return nil, false

@@ -119,7 +119,7 @@ func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 // liveGPUs returns a job's live allocations (pending or running, desired
 // to run), how many of them run, and the sorted GPU ids they hold.
 func (b *Backend) liveGPUs(id string) (liveN, running int, gpus []string, err error) {
-	allocs, _, err := b.cfg.Client.Jobs().Allocations(id, false, nil)
+	allocs, err := jobAllocs(b.cfg.Client, id)
 	if err != nil {
 		return 0, 0, nil, err
 	}

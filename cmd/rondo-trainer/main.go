@@ -6,9 +6,9 @@
 //
 // Inputs (flag, else environment):
 //
-//	-model          NOMAD_META_rondo_model (e.g. "ResNet-50 (batch size 64)")
-//	-steps          NOMAD_META_rondo_steps
-//	-scale-factor   NOMAD_META_rondo_gpus, else the number of CUDA_VISIBLE_DEVICES
+//	-model          job meta rondo.model (e.g. "ResNet-50 (batch size 64)")
+//	-steps          job meta rondo.steps
+//	-scale-factor   job meta rondo.gpus, else the number of CUDA_VISIBLE_DEVICES
 //	-type           RONDO_GPU_TYPE (jobs set it from node meta
 //	                ${meta.rondo_gpu_type}), else a known type word in the
 //	                first visible GPU's uuid, else v100
@@ -47,6 +47,18 @@ func envOr(key, def string) string {
 	return def
 }
 
+// meta reads job meta rondo.<key> from the task env: Nomad exports it as
+// NOMAD_META_rondo.<key> (dots kept), and some versions also with dots
+// replaced by underscores.
+func meta(key string) string {
+	for _, k := range []string{"NOMAD_META_rondo." + key, "NOMAD_META_rondo_" + key, "NOMAD_META_RONDO." + strings.ToUpper(key)} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 func visible() []string {
 	v := os.Getenv("CUDA_VISIBLE_DEVICES")
 	if v == "" {
@@ -76,10 +88,10 @@ func main() {
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("rondo-trainer", flag.ContinueOnError)
-	model := fs.String("model", os.Getenv("NOMAD_META_rondo_model"), "model name in the throughput table")
-	stepsS := fs.String("steps", os.Getenv("NOMAD_META_rondo_steps"), "total steps")
+	model := fs.String("model", meta("model"), "model name in the throughput table")
+	stepsS := fs.String("steps", meta("steps"), "total steps")
 	sfDefault := len(visible())
-	if v, err := strconv.Atoi(os.Getenv("NOMAD_META_rondo_gpus")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(meta("gpus")); err == nil && v > 0 {
 		sfDefault = v
 	}
 	sf := fs.Int("scale-factor", max(sfDefault, 1), "GPUs of the whole job")
