@@ -12,10 +12,20 @@ deps:
 
 build: deps
 	$(GO) build -o $(BIN)/rondo ./cmd/rondo
+	$(GO) build -o $(BIN)/nomad-device-rondo ./cmd/nomad-device-rondo
+	$(GO) build -o $(BIN)/rondo-trainer ./cmd/rondo-trainer
 
-# The main job on the embedded default cluster.
-run: build
-	$(BIN)/rondo demo
+# The main job: a local Nomad cluster with fake GPUs, the agent, jobs/.
+run: build nomad
+	$(BIN)/rondo demo -bin $(BIN) -jobs jobs
+
+# A nomad binary in bin/: a working one from NOMAD_BIN or /tmp/nomad-bin,
+# else built from the module cache (about 5 minutes the first time).
+nomad:
+	@if [ -x $(BIN)/nomad ]; then :; \
+	elif [ -n "$$NOMAD_BIN" ] && "$$NOMAD_BIN" version >/dev/null 2>&1; then ln -sf "$$NOMAD_BIN" $(BIN)/nomad; \
+	elif /tmp/nomad-bin version >/dev/null 2>&1; then ln -sf /tmp/nomad-bin $(BIN)/nomad; \
+	else echo "building nomad (about 5 minutes)"; $(GO) build -o $(BIN)/nomad github.com/hashicorp/nomad; fi
 
 # Every test: formatting, vet, unit and property tests under the race
 # detector, and the end-to-end tests against a real Nomad.

@@ -60,6 +60,8 @@ type Config struct {
 	AckTimeout time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
+	// Done, when closed, cuts Enforce's waits short (agent shutdown).
+	Done <-chan struct{}
 }
 
 // jobState is what the backend remembers about a job between rounds.

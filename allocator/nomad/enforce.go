@@ -41,6 +41,23 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 		}
 		stopping = append(stopping, id)
 	}
+	// Moving jobs stop first, all of them, before any start: a destructive
+	// update whose new GPUs are still held keeps the old allocation, so two
+	// jobs swapping GPUs would wait on each other forever.
+	for _, a := range p.Assignments {
+		if a.Action != engine.Start {
+			continue
+		}
+		for _, id := range a.Jobs {
+			if st := b.jobs[id]; st != nil && len(st.gpus) > 0 {
+				if err := b.scaleZero(id, "rondo: vacate for migration"); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				stopping = append(stopping, id)
+			}
+		}
+	}
 	// An admitted job that holds no allocation but still has a count (its
 	// placement is pending) would take its pinned GPUs whenever they free
 	// up: withdraw it unless this plan starts it.
@@ -106,6 +123,11 @@ func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 		if ok {
 			return nil
 		}
+		select {
+		case <-b.cfg.Done:
+			return fmt.Errorf("nomad: interrupted while waiting for %s", what)
+		default:
+		}
 		if time.Now().After(deadline) {
 			if err != nil {
 				return fmt.Errorf("nomad: waiting for %s: %w", what, err)
@@ -165,11 +187,18 @@ func (b *Backend) suspend(id, event string) error {
 	if event == "suspend" && st.policy.Priority == hcl.Opportunistic {
 		event = "preempt"
 	}
-	zero := 0
-	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &zero, "rondo: "+event, false, nil, nil); err != nil {
-		return fmt.Errorf("nomad: %s %s: %w", event, id, err)
+	if err := b.scaleZero(id, "rondo: "+event); err != nil {
+		return err
 	}
 	b.log.Info(event, "job", id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
+	return nil
+}
+
+func (b *Backend) scaleZero(id, why string) error {
+	zero := 0
+	if _, _, err := b.cfg.Client.Jobs().Scale(id, b.jobs[id].group, &zero, why, false, nil, nil); err != nil {
+		return fmt.Errorf("nomad: scale %s to 0 (%s): %w", id, why, err)
+	}
 	return nil
 }
 

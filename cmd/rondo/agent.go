@@ -116,7 +116,10 @@ func (c *agentCmd) Run(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"), AckTimeout: c.ackTimeout})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
+		AckTimeout: c.ackTimeout, Done: ctx.Done()})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -138,8 +141,6 @@ func (c *agentCmd) Run(args []string) int {
 	defer srv.Close()
 	log.Info("agent started", "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "policy", s.policy, "round", s.round)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

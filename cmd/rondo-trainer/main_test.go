@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func readCk(t *testing.T, dir string) checkpoint {
+	t.Helper()
+	var ck checkpoint
+	b, err := os.ReadFile(filepath.Join(dir, "checkpoint.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ck); err != nil {
+		t.Fatal(err)
+	}
+	return ck
+}
+
+// TestSuspendResume runs the real binary: SIGTERM checkpoints and exits 0,
+// a restart resumes from the checkpoint and finishes.
+func TestSuspendResume(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rondo-trainer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(), "RONDO_CHECKPOINT_DIR="+dir, "NOMAD_META_rondo.model=LM (batch size 20)",
+		"NOMAD_META_rondo.steps=150", "RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0")
+	cmd := exec.Command(bin)
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	first := readCk(t, dir)
+	if first.Steps <= 0 || first.Steps >= 150 {
+		t.Fatalf("checkpoint after 1s at 64.7 steps/s: %+v", first)
+	}
+	cmd = exec.Command(bin)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if ck := readCk(t, dir); ck.Steps != 150 {
+		t.Errorf("final checkpoint %+v", ck)
+	}
+	if want := "resuming at"; !strings.Contains(string(out), want) {
+		t.Errorf("output %q", out)
+	}
+}

@@ -1,0 +1,55 @@
+# A fake training job (rondo-trainer) that opted in to Rondo: the meta keys
+# carry its policy; it names no node pool, so it waits in "default" until
+# Rondo admits it. `rondo demo` submits it with -var trainer=... and
+# -var checkpoint_root=...
+variable "trainer" {
+  type    = string
+  default = "rondo-trainer"
+}
+
+variable "checkpoint_root" {
+  type    = string
+  default = "/tmp/rondo-checkpoints"
+}
+
+job "cyclegan" {
+  type = "batch"
+
+  meta = {
+    "rondo.vc"    = "research"
+    "rondo.user"  = "carol"
+    "rondo.model" = "CycleGAN"
+    "rondo.steps" = "1200"
+  }
+
+  group "train" {
+    restart {
+      attempts = 1
+      mode     = "fail"
+    }
+
+    task "train" {
+      driver       = "raw_exec"
+      kill_timeout = "20s"
+
+      config {
+        command = var.trainer
+      }
+
+      env {
+        # A host path: the alloc dir is lost when Rondo moves the job.
+        RONDO_CHECKPOINT_DIR = "${var.checkpoint_root}/${NOMAD_JOB_ID}"
+        RONDO_GPU_TYPE       = "${meta.rondo_gpu_type}"
+      }
+
+      resources {
+        cpu    = 100
+        memory = 64
+
+        device "nvidia/gpu" {
+          count = 1
+        }
+      }
+    }
+  }
+}
