@@ -19,8 +19,13 @@ run: build
 
 # Every test: formatting, vet, unit and property tests under the race
 # detector, and the end-to-end tests against a real Nomad.
-test: deps fmt-check vet
-	$(GO) test -race -count=1 -timeout 60m ./...
+test: deps fmt-check vet nomad
+	NOMAD_BIN=$(BIN)/nomad $(GO) test -race -count=1 -timeout 60m ./...
+
+# A Nomad binary built from the module version in go.mod (first build takes
+# minutes; Go's build cache makes later ones quick).
+nomad:
+	$(GO) build -o $(BIN)/nomad github.com/hashicorp/nomad
 
 vet:
 	$(GO) vet ./...
@@ -30,6 +35,11 @@ fmt-check:
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./policies/...
+
+# Build the device plugin and fingerprint once against real NVML (or, with
+# GPU_CHECK_ARGS="-fake device-plugin/testdata/mixed.hcl", the fake backend).
+gpu-check:
+	GO=$(GO) BIN=$(BIN) scripts/gpu-check.sh $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,95 @@
+// Command nomad-device-rondo is Rondo's Nomad device plugin for NVIDIA GPUs.
+//
+// Run by the Nomad client (from plugin_dir, with a `plugin
+// "nomad-device-rondo"` block in the agent config) it serves the plugin over
+// go-plugin. Run by hand:
+//
+//	nomad-device-rondo fingerprint [-config file.hcl] [-fake file.hcl]
+//
+// fingerprints once (real NVML unless the config has a `fake` block) and
+// prints what it found as JSON. The file holds the body of the agent's
+// `config { ... }` block.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	log "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/plugins"
+	deviceplugin "github.com/rondo-sched/rondo/device-plugin"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	plugins.Serve(func(l log.Logger) any { return deviceplugin.New(l) })
+}
+
+func cli(args []string, stdout, stderr io.Writer) int {
+	switch args[0] {
+	case "fingerprint":
+		if err := fingerprint(args[1:], stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "nomad-device-rondo: %v\n", err)
+			return 1
+		}
+		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, deviceplugin.PluginName, deviceplugin.PluginVersion)
+		return 0
+	}
+	fmt.Fprintf(stderr, "usage: %s fingerprint [-config file.hcl] [-fake file.hcl]\n(with no arguments it serves the Nomad device plugin)\n", deviceplugin.PluginName)
+	return 2
+}
+
+func fingerprint(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fingerprint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "plugin config file (body of the agent's config block)")
+	fakePath := fs.String("fake", "", "like -config, but the file must have a fake block")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cfgPath != "" && *fakePath != "" {
+		return errors.New("give -config or -fake, not both")
+	}
+	path := *cfgPath
+	if *fakePath != "" {
+		path = *fakePath
+	}
+	var src []byte
+	if path != "" {
+		var err error
+		if src, err = os.ReadFile(path); err != nil {
+			return err
+		}
+	}
+	mp, err := deviceplugin.EncodeHCL(src)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	cfg, err := deviceplugin.DecodeConfig(mp)
+	if err != nil {
+		return err
+	}
+	if *fakePath != "" && cfg.Fake == nil {
+		return fmt.Errorf("%s: -fake needs a fake { ... } block", path)
+	}
+	logger := log.New(&log.LoggerOptions{Output: stderr, Level: log.Warn})
+	p := deviceplugin.New(logger)
+	if err := p.Configure(cfg); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	r, err := p.FingerprintReport()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	deviceplugin "github.com/rondo-sched/rondo/device-plugin"
+)
+
+func TestFingerprintFake(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := cli([]string{"fingerprint", "-fake", "../../device-plugin/testdata/mixed.hcl"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r deviceplugin.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if r.Backend != "fake" || len(r.GPUs) != 4 || len(r.Groups) != 3 {
+		t.Fatalf("report: backend=%s gpus=%d groups=%d", r.Backend, len(r.GPUs), len(r.Groups))
+	}
+	if r.Affinity["GPU-v100-0 GPU-v100-1"] != "board" || r.Affinity["GPU-k80-0 GPU-k80-1"] != "pcie-switch" {
+		t.Errorf("affinity %v", r.Affinity)
+	}
+	if len(r.Stats) != 4 {
+		t.Errorf("stats for %d GPUs, want 4", len(r.Stats))
+	}
+}
+
+func TestFingerprintErrors(t *testing.T) {
+	dir := t.TempDir()
+	noFake := filepath.Join(dir, "nofake.hcl")
+	bad := filepath.Join(dir, "bad.hcl")
+	os.WriteFile(noFake, []byte(`fingerprint_period = "5s"`), 0o644)
+	os.WriteFile(bad, []byte(`fingerprint_period = "often"`), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fingerprint", "-fake", noFake}, "needs a fake"},
+		{[]string{"fingerprint", "-config", bad}, "fingerprint_period"},
+		{[]string{"fingerprint", "-config", filepath.Join(dir, "missing.hcl")}, "no such file"},
+	} {
+		var out, errb bytes.Buffer
+		if code := cli(c.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want failure naming %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// Real NVML: on a machine without the driver the report is empty with the
+// init error; it must not fail.
+func TestFingerprintRealNVML(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := cli([]string{"fingerprint"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r deviceplugin.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Backend != "nvml" || (r.InitError == "" && len(r.GPUs) == 0) {
+		t.Errorf("report %+v", r)
+	}
+}
+
+// TestGPUCheckScript runs `scripts/gpu-check.sh -fake ...` as `make gpu-check`
+// does: it builds the plugin and prints the fingerprint JSON.
+func TestGPUCheckScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin; skipped with -short")
+	}
+	bin := t.TempDir()
+	saved := filepath.Join(bin, "report.json")
+	cmd := exec.Command("bash", "scripts/gpu-check.sh", "-fake", "device-plugin/testdata/mixed.hcl")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "BIN="+bin, "GPU_CHECK_OUT="+saved)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpu-check.sh: %v\n%s", err, out)
+	}
+	var r deviceplugin.Report
+	if err := json.Unmarshal([]byte(readOrFail(t, saved)), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Backend != "fake" || len(r.GPUs) != 4 {
+		t.Errorf("report backend=%s gpus=%d", r.Backend, len(r.GPUs))
+	}
+}
+
+func readOrFail(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCaptured runs the CLI in-process with stdout and stderr sent to temp files.
+func runCaptured(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	outF, _ := os.Create(filepath.Join(dir, "out"))
+	errF, _ := os.Create(filepath.Join(dir, "err"))
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outF, errF
+	code = run(args)
+	os.Stdout, os.Stderr = oldOut, oldErr
+	outF.Close()
+	errF.Close()
+	o, _ := os.ReadFile(outF.Name())
+	e, _ := os.ReadFile(errF.Name())
+	return code, string(o), string(e)
+}
+
+func TestConfigValidate(t *testing.T) {
+	code, out, _ := runCaptured(t, "config", "validate", "testdata/cluster.hcl")
+	if code != 0 || out != "testdata/cluster.hcl: ok (4 cell types, 2 cells, 16 GPUs, 2 VCs, round 360s)\n" {
+		t.Fatalf("code %d, out %q", code, out)
+	}
+	code, out, errOut := runCaptured(t, "config", "validate", "testdata/bad_cluster.hcl")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "testdata/bad_cluster.hcl:16:13: Quota exceeds cluster; vc \"b\"") {
+		t.Fatalf("code %d, out %q, err %q", code, out, errOut)
+	}
+}
+
+func TestCellsPlan(t *testing.T) {
+	code, out, errOut := runCaptured(t, "cells", "plan", "--config", "testdata/cluster.hcl", "--requests", "testdata/requests.json")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	n0 := `"n0/0/0/0", "n0/0/0/1", "n0/0/1/0", "n0/0/1/1", "n0/1/0/0", "n0/1/0/1", "n0/1/1/0", "n0/1/1/1"`
+	n1 := strings.ReplaceAll(n0, "n0", "n1")
+	want := []string{
+		// o1 takes the first free node; research's node binds the other.
+		`{"step": 1, "request": "o1", "vc": "", "status": "placed", "cells": [` + n0 + `]}`,
+		`{"step": 2, "request": "r1", "vc": "research", "status": "placed", "cells": [` + n1 + `]}`,
+		// product's GPU can only come from n0: o1 is preempted whole, and waits.
+		`{"step": 3, "request": "p1", "vc": "product", "status": "placed", "cells": ["n0/0/0/0"], "preempted": ["o1"]}`,
+		`{"step": 3, "request": "o1", "vc": "", "status": "preempted", "cells": [` + n0 + `]}`,
+		// 2 GPUs in one node never fit product's single-GPU cells.
+		`{"step": 4, "request": "p2", "vc": "product", "status": "waiting", "cells": []}`,
+		`{"step": 5, "request": "r1", "vc": "research", "status": "released", "cells": [` + n1 + `]}`,
+		// o1 is retried after the release and lands on the freed node.
+		`{"step": 5, "request": "o1", "vc": "", "status": "placed", "cells": [` + n1 + `]}`,
+		`{"step": 6, "request": "p2", "vc": "product", "status": "released", "cells": []}`,
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("got %d lines:\n%s", len(got), out)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d:\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
+
+func TestCellsPlanBadRequests(t *testing.T) {
+	code, out, errOut := runCaptured(t, "cells", "plan", "--config", "testdata/cluster.hcl", "--requests", "testdata/bad_requests.json")
+	if code != 1 || out != "" {
+		t.Fatalf("code %d, out %q", code, out)
+	}
+	if !strings.Contains(errOut, "request 1") || !strings.Contains(errOut, "gpus") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("error %q must be one line naming request 1 and gpus", errOut)
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		`field "vc"`:        `[{"id": "a", "members": [{"gpus": 1}]}]`,
+		`field "op"`:        `[{"id": "a", "vc": "x", "op": "free", "members": [{"gpus": 1}]}]`,
+		`field "id"`:        `[{"vc": "research", "members": [{"gpus": 1}]}]`,
+		`"members[0].gpus"`: `[{"id": "a", "vc": "research", "members": [{"gpus": 0}]}]`,
+		`unknown field`:     `[{"id": "a", "vc": "research", "member": [{"gpus": 1}]}]`,
+	} {
+		p := filepath.Join(dir, "r.json")
+		os.WriteFile(p, []byte(body), 0o644)
+		code, _, errOut := runCaptured(t, "cells", "plan", "--config", "testdata/cluster.hcl", "--requests", p)
+		if code != 1 || !strings.Contains(errOut, "request 0") || !strings.Contains(errOut, name) {
+			t.Errorf("%s: code %d, err %q", body, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,475 @@
+// Package hcl reads Rondo's allocator configuration (cell types, physical
+// cells, virtual clusters, the Nomad connection) and a job's policy stanza
+// with hcl/v2, and validates them into typed values. Every error is an
+// hcl.Diagnostic whose Subject points at the offending field, so that users
+// read "file:line:col: summary; detail".
+package hcl
+
+import (
+	"fmt"
+	"github.com/rondo-sched/rondo/policies"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// DefaultRoundSeconds is the scheduling round length when round_seconds is unset.
+const DefaultRoundSeconds = 360
+
+// Config is the allocator's configuration, in declaration order.
+type Config struct {
+	Nomad        Nomad
+	RoundSeconds int
+	CellTypes    []CellType
+	Cells        []Cell
+	VCs          []VC
+}
+
+// Nomad is how the allocator reaches Nomad.
+type Nomad struct {
+	Address, Token, Namespace, Region string
+}
+
+// CellType is one level of a cell chain: a leaf (GPUType set, one GPU) or
+// Count children of type Child. Node marks the level that is one machine.
+type CellType struct {
+	Name    string
+	GPUType string
+	Child   string
+	Count   int
+	Node    bool
+	Range   hcl.Range // the block's header
+	// ChildRange is the child value's range (the header when unset).
+	ChildRange hcl.Range
+}
+
+// Cell is a physical top-level cell. It maps to Nomad nodes either by name
+// (NomadNode for a node-level cell, NomadNodes for a cell holding several
+// nodes, in child order) or by pool/class, resolved by the Nomad backend.
+type Cell struct {
+	Type, Name string
+	NomadNode  string
+	NomadNodes []string
+	NodePool   string
+	NodeClass  string
+	GPUType    string   // optional; must match the chain's leaf type
+	Bad        []string // leaf addresses relative to the cell ("1/0/1") known bad at start
+	Pinned     string   // VC that owns the whole cell, outside its quota
+	Range      hcl.Range
+}
+
+// VC is a virtual cluster: a quota of cells per cell type and the policy that
+// shares them among its jobs.
+type VC struct {
+	Name     string
+	Quota    []Quota // sorted by cell type name
+	Policy   string
+	Weight   float64
+	Entities []Entity
+	Pinned   []string // names of physical top cells pinned to this VC
+	Range    hcl.Range
+}
+
+// Quota is a number of cells of one type.
+type Quota struct {
+	CellType string // as written: "type", or "chain/type" when the type is in several chains
+	Count    int
+	// Chain is the physical top cell type whose chain holds CellType; Type is
+	// the bare cell type. Validate fills both.
+	Chain, Type string
+	Range       hcl.Range // the map entry
+}
+
+// Entity is a group of users inside a VC (Gavel's hierarchical policies).
+type Entity struct {
+	Name   string
+	Weight float64
+	Policy string
+	Range  hcl.Range
+}
+
+// DefaultVCPolicy is used when a VC names none.
+const DefaultVCPolicy = "max_min_fairness_perf"
+
+// ValidPolicy reports whether name is a policy (or alias) policies can run.
+func ValidPolicy(name string) error {
+	_, err := policies.Canonical(name)
+	return err
+}
+
+// LoadPath reads a config file, or every *.hcl file of a directory in name
+// order, and validates the result.
+func LoadPath(path string) (*Config, hcl.Diagnostics) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config", Detail: err.Error()}}
+	}
+	files := []string{path}
+	if st.IsDir() {
+		files, _ = filepath.Glob(filepath.Join(path, "*.hcl"))
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No config files", Detail: path + " holds no *.hcl file"}}
+		}
+	}
+	srcs := make([]Source, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read config", Detail: err.Error()}}
+		}
+		srcs = append(srcs, Source{Name: f, Src: b})
+	}
+	return Parse(srcs...)
+}
+
+// Source is one named config text.
+type Source struct {
+	Name string
+	Src  []byte
+}
+
+// Parse parses and validates config sources as one configuration.
+func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	var diags hcl.Diagnostics
+	cfg := &Config{RoundSeconds: DefaultRoundSeconds}
+	roundSet := false
+	for _, s := range srcs {
+		f, d := p.ParseHCL(s.Src, s.Name)
+		diags = append(diags, d...)
+		if f == nil || d.HasErrors() {
+			continue
+		}
+		diags = append(diags, decodeFile(f.Body, cfg, &roundSet)...)
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	diags = append(diags, Validate(cfg)...)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return cfg, diags
+}
+
+var fileSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "nomad"},
+		{Type: "cell_type", LabelNames: []string{"name"}},
+		{Type: "cell", LabelNames: []string{"type", "name"}},
+		{Type: "vc", LabelNames: []string{"name"}},
+	},
+}
+
+func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
+	content, diags := body.Content(fileSchema)
+	if a, ok := content.Attributes["round_seconds"]; ok {
+		if *roundSet {
+			diags = append(diags, errAt(a.NameRange, "Duplicate round_seconds", "round_seconds is set in more than one file"))
+		}
+		*roundSet = true
+		n, d := intAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && n <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid round_seconds", fmt.Sprintf("round_seconds = %d must be positive", n)))
+		}
+		cfg.RoundSeconds = n
+	}
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "nomad":
+			diags = append(diags, decodeNomad(b, &cfg.Nomad)...)
+		case "cell_type":
+			ct, d := decodeCellType(b)
+			diags = append(diags, d...)
+			cfg.CellTypes = append(cfg.CellTypes, ct)
+		case "cell":
+			c, d := decodeCell(b)
+			diags = append(diags, d...)
+			cfg.Cells = append(cfg.Cells, c)
+		case "vc":
+			v, d := decodeVC(b)
+			diags = append(diags, d...)
+			cfg.VCs = append(cfg.VCs, v)
+		}
+	}
+	return diags
+}
+
+func decodeNomad(b *hcl.Block, n *Nomad) hcl.Diagnostics {
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "address"}, {Name: "token"}, {Name: "namespace"}, {Name: "region"}}})
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"address", &n.Address}, {"token", &n.Token}, {"namespace", &n.Namespace}, {"region", &n.Region}} {
+		if a, ok := content.Attributes[f.name]; ok {
+			s, d := stringAttr(a)
+			diags = append(diags, d...)
+			*f.dst = s
+		}
+	}
+	return diags
+}
+
+func decodeCellType(b *hcl.Block) (CellType, hcl.Diagnostics) {
+	ct := CellType{Name: b.Labels[0], Range: b.DefRange, ChildRange: b.DefRange}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "gpu_type"}, {Name: "child"}, {Name: "count"}, {Name: "node"}}})
+	if a, ok := content.Attributes["gpu_type"]; ok {
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		ct.GPUType = s
+	}
+	if a, ok := content.Attributes["child"]; ok {
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		ct.Child = s
+		ct.ChildRange = a.Expr.Range()
+	}
+	if a, ok := content.Attributes["count"]; ok {
+		n, d := intAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && n <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid count",
+				fmt.Sprintf("cell_type %q: count = %d must be positive", ct.Name, n)))
+		}
+		ct.Count = n
+	} else if ct.Child != "" {
+		diags = append(diags, errAt(b.DefRange, "Missing count",
+			fmt.Sprintf("cell_type %q has child = %q but no count", ct.Name, ct.Child)))
+	}
+	if a, ok := content.Attributes["node"]; ok {
+		v, d := boolAttr(a)
+		diags = append(diags, d...)
+		ct.Node = v
+	}
+	switch {
+	case ct.GPUType != "" && ct.Child != "":
+		diags = append(diags, errAt(content.Attributes["child"].NameRange, "Conflicting fields",
+			fmt.Sprintf("cell_type %q: a leaf (gpu_type) cannot have a child", ct.Name)))
+	case ct.GPUType == "" && ct.Child == "":
+		diags = append(diags, errAt(b.DefRange, "Leaf without gpu_type",
+			fmt.Sprintf("cell_type %q has neither child nor gpu_type; a leaf cell type must set gpu_type", ct.Name)))
+	case ct.GPUType != "":
+		ct.Count = 1
+		if a, ok := content.Attributes["count"]; ok {
+			diags = append(diags, errAt(a.NameRange, "Conflicting fields",
+				fmt.Sprintf("cell_type %q: a leaf is one GPU; count needs child", ct.Name)))
+		}
+	}
+	return ct, diags
+}
+
+func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
+	c := Cell{Type: b.Labels[0], Name: b.Labels[1], Range: b.DefRange}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "nomad_node"}, {Name: "nomad_nodes"}, {Name: "node_pool"}, {Name: "node_class"},
+		{Name: "gpu_type"}, {Name: "bad"}, {Name: "pinned"}}})
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"nomad_node", &c.NomadNode}, {"node_pool", &c.NodePool}, {"node_class", &c.NodeClass},
+		{"gpu_type", &c.GPUType}, {"pinned", &c.Pinned}} {
+		if a, ok := content.Attributes[f.name]; ok {
+			s, d := stringAttr(a)
+			diags = append(diags, d...)
+			*f.dst = s
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[]string
+	}{{"nomad_nodes", &c.NomadNodes}, {"bad", &c.Bad}} {
+		if a, ok := content.Attributes[f.name]; ok {
+			l, d := stringListAttr(a)
+			diags = append(diags, d...)
+			*f.dst = l
+		}
+	}
+	if c.NomadNode == "" && len(c.NomadNodes) == 0 && c.NodePool == "" && c.NodeClass == "" {
+		diags = append(diags, errAt(b.DefRange, "Missing node mapping",
+			fmt.Sprintf("cell %q: set nomad_node, nomad_nodes, node_pool or node_class", c.Name)))
+	}
+	if c.NomadNode != "" && len(c.NomadNodes) > 0 {
+		diags = append(diags, errAt(content.Attributes["nomad_nodes"].NameRange, "Conflicting fields",
+			fmt.Sprintf("cell %q: set nomad_node or nomad_nodes, not both", c.Name)))
+	}
+	return c, diags
+}
+
+func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
+	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, Range: b.DefRange}
+	content, diags := b.Body.Content(&hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}},
+	})
+	if a, ok := content.Attributes["quota"]; ok {
+		pairs, d := hcl.ExprMap(a.Expr)
+		diags = append(diags, d...)
+		for _, kv := range pairs {
+			k, d := kv.Key.Value(nil)
+			diags = append(diags, d...)
+			if d.HasErrors() {
+				continue
+			}
+			if k, err := convert.Convert(k, cty.String); err != nil || k.IsNull() || !k.IsKnown() {
+				diags = append(diags, errAt(kv.Key.Range(), "Invalid quota key", "quota keys are cell type names"))
+				continue
+			}
+			kc, _ := convert.Convert(k, cty.String)
+			n, d := intExpr(kv.Value)
+			diags = append(diags, d...)
+			rng := hcl.RangeBetween(kv.Key.Range(), kv.Value.Range())
+			if !d.HasErrors() && n <= 0 {
+				diags = append(diags, errAt(kv.Value.Range(), "Invalid quota",
+					fmt.Sprintf("vc %q: quota %q = %d must be positive", v.Name, kc.AsString(), n)))
+			}
+			v.Quota = append(v.Quota, Quota{CellType: kc.AsString(), Count: n, Range: rng})
+		}
+		sort.SliceStable(v.Quota, func(i, j int) bool { return v.Quota[i].CellType < v.Quota[j].CellType })
+		for i := 1; i < len(v.Quota); i++ {
+			if v.Quota[i].CellType == v.Quota[i-1].CellType {
+				diags = append(diags, errAt(v.Quota[i].Range, "Duplicate name",
+					fmt.Sprintf("vc %q: quota names %q twice", v.Name, v.Quota[i].CellType)))
+			}
+		}
+	}
+	if a, ok := content.Attributes["policy"]; ok {
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			v.Policy = s
+			if err := ValidPolicy(s); err != nil {
+				diags = append(diags, errAt(a.Expr.Range(), "Unknown VC policy", fmt.Sprintf("vc %q: policy %v", v.Name, err)))
+			}
+		}
+	}
+	if a, ok := content.Attributes["weight"]; ok {
+		w, d := floatAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && w <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid weight", fmt.Sprintf("vc %q: weight must be positive", v.Name)))
+		}
+		v.Weight = w
+	}
+	if a, ok := content.Attributes["pinned"]; ok {
+		l, d := stringListAttr(a)
+		diags = append(diags, d...)
+		v.Pinned = l
+	}
+	for _, eb := range content.Blocks {
+		e := Entity{Name: eb.Labels[0], Weight: 1, Policy: v.Policy, Range: eb.DefRange}
+		ec, d := eb.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "weight"}, {Name: "policy"}}})
+		diags = append(diags, d...)
+		if a, ok := ec.Attributes["weight"]; ok {
+			w, d := floatAttr(a)
+			diags = append(diags, d...)
+			if !d.HasErrors() && w <= 0 {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid weight",
+					fmt.Sprintf("vc %q entity %q: weight must be positive", v.Name, e.Name)))
+			}
+			e.Weight = w
+		}
+		if a, ok := ec.Attributes["policy"]; ok {
+			s, d := stringAttr(a)
+			diags = append(diags, d...)
+			if !d.HasErrors() {
+				e.Policy = s
+				if err := ValidPolicy(s); err != nil {
+					diags = append(diags, errAt(a.Expr.Range(), "Unknown VC policy",
+						fmt.Sprintf("vc %q entity %q: policy %v", v.Name, e.Name, err)))
+				}
+			}
+		}
+		v.Entities = append(v.Entities, e)
+	}
+	return v, diags
+}
+
+func errAt(r hcl.Range, summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: r.Ptr()}
+}
+
+func value(a *hcl.Attribute, want cty.Type) (cty.Value, hcl.Diagnostics) {
+	return valueExpr(a.Expr, want, a.Name)
+}
+
+func valueExpr(e hcl.Expression, want cty.Type, name string) (cty.Value, hcl.Diagnostics) {
+	v, diags := e.Value(nil)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	cv, err := convert.Convert(v, want)
+	if err != nil || cv.IsNull() || !cv.IsWhollyKnown() {
+		msg := "null"
+		if err != nil {
+			msg = err.Error()
+		}
+		return cty.NilVal, hcl.Diagnostics{errAt(e.Range(), "Invalid value for "+name,
+			fmt.Sprintf("%s must be a %s: %s", name, want.FriendlyName(), msg))}
+	}
+	return cv, nil
+}
+
+func stringAttr(a *hcl.Attribute) (string, hcl.Diagnostics) {
+	v, d := value(a, cty.String)
+	if d.HasErrors() {
+		return "", d
+	}
+	return v.AsString(), nil
+}
+
+func boolAttr(a *hcl.Attribute) (bool, hcl.Diagnostics) {
+	v, d := value(a, cty.Bool)
+	if d.HasErrors() {
+		return false, d
+	}
+	return v.True(), nil
+}
+
+func floatAttr(a *hcl.Attribute) (float64, hcl.Diagnostics) {
+	v, d := value(a, cty.Number)
+	if d.HasErrors() {
+		return 0, d
+	}
+	f, _ := v.AsBigFloat().Float64()
+	return f, nil
+}
+
+func intAttr(a *hcl.Attribute) (int, hcl.Diagnostics) { return intExprNamed(a.Expr, a.Name) }
+
+func intExpr(e hcl.Expression) (int, hcl.Diagnostics) { return intExprNamed(e, "quota") }
+
+func intExprNamed(e hcl.Expression, name string) (int, hcl.Diagnostics) {
+	v, d := valueExpr(e, cty.Number, name)
+	if d.HasErrors() {
+		return 0, d
+	}
+	bf := v.AsBigFloat()
+	i, acc := bf.Int64()
+	if acc != big.Exact || i > 1<<31 || i < -(1<<31) {
+		return 0, hcl.Diagnostics{errAt(e.Range(), "Invalid value for "+name, name+" must be a whole number in range")}
+	}
+	return int(i), nil
+}
+
+func stringListAttr(a *hcl.Attribute) ([]string, hcl.Diagnostics) {
+	v, d := value(a, cty.List(cty.String))
+	if d.HasErrors() {
+		return nil, d
+	}
+	var out []string
+	for _, e := range v.AsValueSlice() {
+		out = append(out, e.AsString())
+	}
+	return out, nil
+}

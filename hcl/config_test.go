@@ -1,0 +1,240 @@
+package hcl
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExample(t *testing.T) {
+	cfg, diags := LoadPath("testdata/example.hcl")
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if got := len(cfg.CellTypes); got != 4 {
+		t.Fatalf("cell types = %d, want 4", got)
+	}
+	if cfg.RoundSeconds != DefaultRoundSeconds {
+		t.Errorf("round_seconds = %d, want default %d", cfg.RoundSeconds, DefaultRoundSeconds)
+	}
+	node := cfg.CellTypes[3]
+	if node.Name != "v100-node" || node.Child != "v100-quad" || node.Count != 2 || !node.Node {
+		t.Errorf("v100-node = %+v", node)
+	}
+	if cfg.CellTypes[0].GPUType != "v100" || cfg.CellTypes[0].Count != 1 {
+		t.Errorf("leaf = %+v", cfg.CellTypes[0])
+	}
+	if len(cfg.Cells) != 2 || cfg.Cells[1].Name != "n1" || cfg.Cells[1].NomadNode != "gpu-node-1" {
+		t.Errorf("cells = %+v", cfg.Cells)
+	}
+	if len(cfg.VCs) != 2 || cfg.VCs[1].Name != "product" || cfg.VCs[1].Policy != DefaultVCPolicy {
+		t.Fatalf("vcs = %+v", cfg.VCs)
+	}
+	if q := cfg.VCs[1].Quota; len(q) != 1 || q[0].CellType != "v100" || q[0].Count != 8 {
+		t.Errorf("product quota = %+v", q)
+	}
+	tree := NewTypeTree(cfg.CellTypes)
+	if tree.Level("v100-node") != 4 || tree.Count("v100-node", 1) != 8 || tree.NodeLevel("v100-node") != 4 {
+		t.Errorf("levels: node level %d, gpus %d", tree.Level("v100-node"), tree.Count("v100-node", 1))
+	}
+}
+
+func TestDirectory(t *testing.T) {
+	cfg, diags := LoadPath("testdata/dir")
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if cfg.RoundSeconds != 120 || cfg.Nomad.Address != "http://127.0.0.1:4646" || cfg.Nomad.Namespace != "ml" {
+		t.Errorf("nomad/round = %+v %d", cfg.Nomad, cfg.RoundSeconds)
+	}
+	r0 := cfg.Cells[0]
+	if len(r0.NomadNodes) != 2 || r0.NomadNodes[1] != "k1" || len(r0.Bad) != 1 || r0.Bad[0] != "1/3" {
+		t.Errorf("r0 = %+v", r0)
+	}
+	if cfg.Cells[1].Pinned != "vision" || cfg.Cells[1].NodePool != "gpu" {
+		t.Errorf("k2 = %+v", cfg.Cells[1])
+	}
+	v := cfg.VCs[0]
+	if v.Policy != "las" || v.Weight != 2 || len(v.Entities) != 2 || v.Entities[0].Weight != 3 ||
+		v.Entities[0].Policy != "fifo" || v.Entities[1].Policy != "las" {
+		t.Errorf("vision = %+v", v)
+	}
+}
+
+// TestMalformed checks each broken file's first error: its position and
+// the field it names.
+func TestMalformed(t *testing.T) {
+	cases := []struct {
+		file, pos, summary, field string
+	}{
+		{"bad_quota.hcl", "16:13", "Quota exceeds cluster", `quota "g" = 4`},
+		{"unknown_type.hcl", "5:11", "Unknown cell type", `child = "gpu"`},
+		{"unknown_quota_type.hcl", "14:5", "Unknown cell type", `quota names "nod"`},
+		{"cycle.hcl", "2:11", "Cycle in child chain", `cell_type "a"`},
+		{"duplicate.hcl", "12:1", "Duplicate name", `cell "n0"`},
+		{"zero_count.hcl", "6:11", "Invalid count", "count = 0"},
+		{"leaf_without_gpu.hcl", "1:1", "Leaf without gpu_type", "gpu_type"},
+		{"top_below_node.hcl", "13:1", "Top cell below node level", `type "pair"`},
+		{"bad_policy.hcl", "10:12", "Unknown VC policy", `"max_min_fairnes"`},
+		{"wrong_type.hcl", "6:11", "Invalid value for count", "count must be a number"},
+		{"syntax.hcl", "2:", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			path := filepath.Join("testdata", c.file)
+			cfg, diags := LoadPath(path)
+			if !diags.HasErrors() || cfg != nil {
+				t.Fatalf("no error for %s", c.file)
+			}
+			msg := FormatDiagnostic(diags[0])
+			if !strings.HasPrefix(msg, path+":"+c.pos) {
+				t.Errorf("error %q does not start with %s:%s", msg, path, c.pos)
+			}
+			if !strings.Contains(msg, c.summary) || !strings.Contains(msg, c.field) {
+				t.Errorf("error %q lacks %q or %q", msg, c.summary, c.field)
+			}
+		})
+	}
+}
+
+func TestSharingSafetyAtStart(t *testing.T) {
+	base := `
+cell_type "g" { gpu_type = "x" }
+cell_type "pair" {
+  child = "g"
+  count = 2
+}
+cell_type "node" {
+  child = "pair"
+  count = 2
+  node = true
+}
+cell "node" "a" { nomad_node = "a" }
+cell "node" "b" { nomad_node = "b" }
+`
+	cases := []struct {
+		vcs string
+		ok  bool
+	}{
+		{`vc "x" { quota = { "node" = 2 } }`, true},
+		{`vc "x" { quota = { "node" = 1, "pair" = 2 } }`, true},
+		{`vc "x" { quota = { "node" = 1, "pair" = 1, "g" = 2 } }`, true},
+		{`vc "x" { quota = { "node" = 1, "pair" = 1, "g" = 3 } }`, false},
+		{`vc "x" { quota = { "node" = 3 } }`, false},
+		{`vc "x" { quota = { "node" = 1 } }
+		  vc "y" { quota = { "g" = 4 } }`, true},
+		{`vc "x" { quota = { "node" = 1 } }
+		  vc "y" { quota = { "pair" = 3 } }`, false},
+	}
+	for i, c := range cases {
+		_, diags := Parse(Source{Name: "t.hcl", Src: []byte(base + c.vcs)})
+		if diags.HasErrors() == c.ok {
+			t.Errorf("case %d (%s): ok=%v, diags=%s", i, c.vcs, !diags.HasErrors(), FormatDiagnostics(diags))
+		}
+	}
+}
+
+func TestPinnedReducesSupply(t *testing.T) {
+	src := `
+cell_type "g" { gpu_type = "x" }
+cell_type "node" {
+  child = "g"
+  count = 4
+  node = true
+}
+cell "node" "a" {
+  nomad_node = "a"
+  pinned = "x"
+}
+cell "node" "b" { nomad_node = "b" }
+vc "x" { quota = { "node" = 2 } }
+`
+	if _, diags := Parse(Source{Name: "p.hcl", Src: []byte(src)}); !diags.HasErrors() {
+		t.Fatal("a pinned cell must not count towards shared supply")
+	}
+}
+
+func TestJobPolicy(t *testing.T) {
+	src, err := os.ReadFile("testdata/job.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, diags := ParseJobPolicy("testdata/job.hcl", src)
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	want := JobPolicy{VC: "research", User: "alice", Priority: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
+	if p != want {
+		t.Fatalf("policy = %+v, want %+v", p, want)
+	}
+	m := p.ToMeta()
+	if m[MetaSLO] != "12h0m0s" || m[MetaSteps] != "200000" || m[MetaPriority] != "opportunistic" {
+		t.Errorf("meta = %v", m)
+	}
+	back, err := PolicyFromMeta(m)
+	if err != nil || back != p {
+		t.Errorf("round trip = %+v, %v", back, err)
+	}
+}
+
+func TestJobPolicyErrors(t *testing.T) {
+	src, _ := os.ReadFile("testdata/job_bad.hcl")
+	_, diags := ParseJobPolicy("testdata/job_bad.hcl", src)
+	if !diags.HasErrors() {
+		t.Fatal("want error")
+	}
+	if msg := FormatDiagnostic(diags[0]); !strings.HasPrefix(msg, "testdata/job_bad.hcl:3:14: Invalid priority") {
+		t.Errorf("error = %q", msg)
+	}
+	cases := []struct {
+		meta map[string]string
+		key  string
+	}{
+		{map[string]string{"rondo.user": "x"}, MetaVC},
+		{map[string]string{MetaVC: "a", MetaWeight: "-1"}, MetaWeight},
+		{map[string]string{MetaVC: "a", MetaSteps: "1.5"}, MetaSteps},
+		{map[string]string{MetaVC: "a", MetaSLO: "soon"}, MetaSLO},
+		{map[string]string{MetaVC: "a", MetaPriority: "high"}, MetaPriority},
+	}
+	for _, c := range cases {
+		_, err := PolicyFromMeta(c.meta)
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("meta %v: error %v does not name %s", c.meta, err, c.key)
+		}
+	}
+	p, err := PolicyFromMeta(map[string]string{MetaVC: "a", "other": "x"})
+	if err != nil || p.Priority != Guaranteed || p.Weight != 1 {
+		t.Errorf("defaults = %+v, %v", p, err)
+	}
+}
+
+func TestAmbiguousQuota(t *testing.T) {
+	src := `
+cell_type "g" { gpu_type = "x" }
+cell_type "node" {
+  child = "g"
+  count = 4
+  node = true
+}
+cell_type "rack" {
+  child = "node"
+  count = 2
+}
+cell "rack" "r" { nomad_nodes = ["a", "b"] }
+cell "node" "c" { nomad_node = "c" }
+vc "x" { quota = { "g" = 1 } }
+`
+	_, diags := Parse(Source{Name: "a.hcl", Src: []byte(src)})
+	if !diags.HasErrors() || !strings.Contains(FormatDiagnostic(diags[0]), `write "rack/g"`) {
+		t.Fatalf("diags = %s", FormatDiagnostics(diags))
+	}
+	cfg, diags := Parse(Source{Name: "a.hcl", Src: []byte(strings.Replace(src, `"g" = 1`, `"node/g" = 4`, 1))})
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if q := cfg.VCs[0].Quota[0]; q.Chain != "node" || q.Type != "g" {
+		t.Errorf("quota = %+v", q)
+	}
+}

@@ -1,0 +1,209 @@
+package hcl
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+)
+
+// Priority of a job's cells: guaranteed work uses its VC's quota;
+// opportunistic work uses any free GPU and may be preempted.
+type Priority string
+
+const (
+	Guaranteed    Priority = "guaranteed"
+	Opportunistic Priority = "opportunistic"
+)
+
+// JobPolicy is a job's `policy { ... }` stanza.
+type JobPolicy struct {
+	VC       string
+	User     string
+	Priority Priority
+	Weight   float64
+	Steps    int64
+	Model    string
+	SLO      time.Duration // 0: none
+}
+
+// Nomad meta keys carrying a JobPolicy on a job.
+const (
+	MetaVC       = "rondo.vc"
+	MetaUser     = "rondo.user"
+	MetaPriority = "rondo.priority"
+	MetaWeight   = "rondo.weight"
+	MetaSteps    = "rondo.steps"
+	MetaModel    = "rondo.model"
+	MetaSLO      = "rondo.slo"
+)
+
+// ParseJobPolicy reads the policy stanza of a job file: a top-level
+// `policy {}` block, or one inside `job "name" {}`. Other content is ignored
+// (the rest of the job is Nomad's business).
+func ParseJobPolicy(filename string, src []byte) (JobPolicy, hcl.Diagnostics) {
+	f, diags := hclparse.NewParser().ParseHCL(src, filename)
+	if diags.HasErrors() {
+		return JobPolicy{}, diags
+	}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "policy"}, {Type: "job", LabelNames: []string{"name"}}}}
+	content, _, d := f.Body.PartialContent(schema)
+	diags = append(diags, d...)
+	var found []*hcl.Block
+	for _, b := range content.Blocks {
+		if b.Type == "policy" {
+			found = append(found, b)
+			continue
+		}
+		inner, _, d := b.Body.PartialContent(&hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: "policy"}}})
+		diags = append(diags, d...)
+		found = append(found, inner.Blocks...)
+	}
+	if len(found) == 0 {
+		return JobPolicy{}, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Missing policy block",
+			Detail: filename + " has no policy { } stanza"})
+	}
+	if len(found) > 1 {
+		return JobPolicy{}, append(diags, errAt(found[1].DefRange, "Duplicate policy block", "a job has one policy stanza"))
+	}
+	p, d := DecodeJobPolicy(found[0].Body)
+	return p, append(diags, d...)
+}
+
+// DecodeJobPolicy decodes the body of a policy block.
+func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
+	p := JobPolicy{Priority: Guaranteed, Weight: 1}
+	content, diags := body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "vc", Required: true}, {Name: "user"}, {Name: "priority"}, {Name: "weight"},
+		{Name: "steps"}, {Name: "model"}, {Name: "slo"}}})
+	str := func(name string, dst *string) *hcl.Attribute {
+		a, ok := content.Attributes[name]
+		if !ok {
+			return nil
+		}
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		*dst = s
+		return a
+	}
+	str("vc", &p.VC)
+	str("user", &p.User)
+	str("model", &p.Model)
+	var prio, slo string
+	if a := str("priority", &prio); a != nil && prio != "" {
+		p.Priority = Priority(prio)
+		if p.Priority != Guaranteed && p.Priority != Opportunistic {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid priority",
+				fmt.Sprintf("priority = %q must be \"guaranteed\" or \"opportunistic\"", prio)))
+		}
+	}
+	if a := str("slo", &slo); a != nil && slo != "" {
+		d, err := time.ParseDuration(slo)
+		if err != nil || d <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid slo", fmt.Sprintf("slo = %q must be a positive duration such as \"12h\"", slo)))
+		}
+		p.SLO = d
+	}
+	if a, ok := content.Attributes["weight"]; ok {
+		w, d := floatAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && w <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid weight", "weight must be positive"))
+		}
+		p.Weight = w
+	}
+	if a, ok := content.Attributes["steps"]; ok {
+		n, d := intAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && n <= 0 {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid steps", "steps must be positive"))
+		}
+		p.Steps = int64(n)
+	}
+	if a, ok := content.Attributes["vc"]; ok && p.VC == "" && !diags.HasErrors() {
+		diags = append(diags, errAt(a.Expr.Range(), "Invalid vc", "vc must not be empty"))
+	}
+	return p, diags
+}
+
+// ToMeta renders a policy as Nomad job meta; unset optional fields are left out.
+func (p JobPolicy) ToMeta() map[string]string {
+	m := map[string]string{MetaVC: p.VC, MetaPriority: string(p.Priority),
+		MetaWeight: strconv.FormatFloat(p.Weight, 'g', -1, 64)}
+	if p.User != "" {
+		m[MetaUser] = p.User
+	}
+	if p.Steps != 0 {
+		m[MetaSteps] = strconv.FormatInt(p.Steps, 10)
+	}
+	if p.Model != "" {
+		m[MetaModel] = p.Model
+	}
+	if p.SLO != 0 {
+		m[MetaSLO] = p.SLO.String()
+	}
+	return m
+}
+
+// MetaError names the meta key that could not be read.
+type MetaError struct {
+	Key, Value, Reason string
+}
+
+func (e *MetaError) Error() string { return fmt.Sprintf("meta %s = %q: %s", e.Key, e.Value, e.Reason) }
+
+// PolicyFromMeta reads a policy from Nomad job meta. Keys outside rondo.* are
+// ignored; a missing rondo.vc is an error. Keys are checked in sorted order
+// so the first error is deterministic.
+func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
+	p := JobPolicy{Priority: Guaranteed, Weight: 1}
+	keys := make([]string, 0, len(meta))
+	for k := range meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := meta[k]
+		switch k {
+		case MetaVC:
+			if v == "" {
+				return p, &MetaError{k, v, "must not be empty"}
+			}
+			p.VC = v
+		case MetaUser:
+			p.User = v
+		case MetaModel:
+			p.Model = v
+		case MetaPriority:
+			if Priority(v) != Guaranteed && Priority(v) != Opportunistic {
+				return p, &MetaError{k, v, `must be "guaranteed" or "opportunistic"`}
+			}
+			p.Priority = Priority(v)
+		case MetaWeight:
+			w, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(w > 0) || w > 1e300 {
+				return p, &MetaError{k, v, "must be a positive number"}
+			}
+			p.Weight = w
+		case MetaSteps:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				return p, &MetaError{k, v, "must be a positive integer"}
+			}
+			p.Steps = n
+		case MetaSLO:
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return p, &MetaError{k, v, "must be a positive duration such as 12h"}
+			}
+			p.SLO = d
+		}
+	}
+	if p.VC == "" {
+		return p, &MetaError{MetaVC, "", "missing"}
+	}
+	return p, nil
+}

@@ -1,0 +1,14 @@
+cell_type "g" {
+  gpu_type = "a100"
+}
+cell_type "node" {
+  child = "g"
+  count = 8
+  node  = true
+}
+cell "node" "n0" {
+  nomad_node = "a"
+}
+cell "node" "n0" {
+  nomad_node = "b"
+}

@@ -1,0 +1,4 @@
+policy {
+  vc       = "research"
+  priority = "urgent"
+}

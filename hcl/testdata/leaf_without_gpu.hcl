@@ -1,0 +1,2 @@
+cell_type "g" {
+}

@@ -1,0 +1,3 @@
+cell_type "g" {
+  gpu_type = "a100
+}

@@ -1,0 +1,138 @@
+package policies
+
+import (
+	"math"
+	"math/rand"
+	"os"
+	"testing"
+)
+
+func readProblem(t *testing.T, path string) *Problem {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := ReadProblem(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Gavel §3.1's worked example: 1 V100 + 1 K80, throughputs [[4,1],[3,1],[2,1]].
+func TestLASWorkedExample(t *testing.T) {
+	p := readProblem(t, "testdata/worked_example.json")
+	a, err := Solve("max_min_fairness_perf", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float64{{0.45, 0}, {0.45, 0.09}, {0.09, 0.91}} // (v100, k80)
+	vi, ki := indexOf(a.Types, "v100"), indexOf(a.Types, "k80")
+	for m := range want {
+		if math.Abs(a.X[m][vi]-want[m][0]) > 0.01 || math.Abs(a.X[m][ki]-want[m][1]) > 0.01 {
+			t.Errorf("job %d: got v100=%.3f k80=%.3f, want %v", m, a.X[m][vi], a.X[m][ki], want[m])
+		}
+	}
+	iso, err := Solve("isolated", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ~10% more total throughput than the isolated 1/n split.
+	var got, base float64
+	for m := range a.Effective {
+		got += a.Effective[m]
+		base += iso.Effective[m]
+	}
+	if gain := got/base - 1; gain < 0.08 || gain > 0.12 {
+		t.Errorf("throughput gain over isolated = %.3f, want about 0.10", gain)
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// The decomposition reaches the LP optimum (Clp) on random instances.
+func TestLASDecompositionMatchesLP(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := 0; trial < 30; trial++ {
+		n := 5 + rng.Intn(120)
+		p := randomProblem(rng, n, 3+rng.Intn(n))
+		in := newInstance(p)
+		mm := lasProblem(in, in.tput)
+		dec, err := mm.solve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _, err := mm.solveLP(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(dec.t-ref.t) > 1e-6*math.Max(1, ref.t) {
+			t.Fatalf("trial %d (n=%d): decomposition t=%.9g, LP t=%.9g", trial, n, dec.t, ref.t)
+		}
+		checkGPUTimeFeasible(t, mm, dec.r, dec.t)
+	}
+}
+
+// checkGPUTimeFeasible checks every constraint of a maxMin solution to 1e-6.
+func checkGPUTimeFeasible(t *testing.T, p *maxMin, r [][]float64, level float64) {
+	t.Helper()
+	const tol = 1e-6
+	use := make([]float64, len(p.capacity))
+	for m := range r {
+		sum, lv := 0.0, 0.0
+		for j, v := range r[m] {
+			if v < -tol {
+				t.Fatalf("job %d type %d: negative GPU time %g", m, j, v)
+			}
+			sum += v
+			use[j] += v
+			lv += p.e[m][j] * v
+		}
+		if sum > p.cap[m]+tol {
+			t.Fatalf("job %d: GPU time %g over its cap %g", m, sum, p.cap[m])
+		}
+		if need := p.levelOf(m, level); lv < need-tol*math.Max(1, need) {
+			t.Fatalf("job %d: level %g below demanded %g", m, lv, need)
+		}
+	}
+	for j := range use {
+		if use[j] > p.capacity[j]+tol {
+			t.Fatalf("type %d: uses %g of %g GPUs", j, use[j], p.capacity[j])
+		}
+	}
+}
+
+// Placement sensitivity: a job wider than a type's servers runs at its
+// unconsolidated throughput there, which steers it to a type where it fits.
+func TestPlacementSensitivity(t *testing.T) {
+	p := &Problem{GPUTypes: map[string]GPUType{
+		"v100": {Count: 8, GPUsPerServer: 4},
+		"p100": {Count: 8, GPUsPerServer: 8},
+	}, Jobs: []Job{{ID: "wide", ScaleFactor: 8,
+		Throughput:               map[string]float64{"v100": 10, "p100": 6},
+		UnconsolidatedThroughput: map[string]float64{"v100": 4, "p100": 3}}}}
+	a, err := Solve("max_throughput", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi := indexOf(a.Types, "p100"); a.X[0][pi] < 0.999 || math.Abs(a.Effective[0]-6) > 1e-6 {
+		t.Fatalf("want the job consolidated on p100 at 6 steps/s, got X=%v eff=%v", a.X[0], a.Effective[0])
+	}
+	p.GPUTypes["v100"] = GPUType{Count: 8, GPUsPerServer: 8}
+	a, err = Solve("max_throughput", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vi := indexOf(a.Types, "v100"); a.X[0][vi] < 0.999 {
+		t.Fatalf("with 8-GPU V100 servers the job should run on v100, got %v", a.X[0])
+	}
+}

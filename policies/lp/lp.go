@@ -1,0 +1,183 @@
+// Package lp is a small linear-programming layer over COIN-OR Clp (cgo): build
+// a model row by row, solve it with the dual simplex, read primal values and
+// row duals. Policies use it where their structure gives no faster method.
+package lp
+
+// #cgo pkg-config: clp
+// #include <stdlib.h>
+// #include "Clp_C_Interface.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Inf is an infinite bound.
+var Inf = math.Inf(1)
+
+// ErrInfeasible is returned when the model has no feasible point.
+var ErrInfeasible = errors.New("lp: infeasible")
+
+// ErrUnbounded is returned when the objective is unbounded.
+var ErrUnbounded = errors.New("lp: unbounded")
+
+type row struct {
+	idx    []int
+	val    []float64
+	lo, up float64
+}
+
+// Model is a linear program: bounds and objective per variable, ranged rows.
+type Model struct {
+	obj, lo, up []float64
+	rows        []row
+	maximize    bool
+}
+
+// AddVar adds a variable with bounds [lo, up] and objective coefficient obj,
+// returning its index.
+func (m *Model) AddVar(lo, up, obj float64) int {
+	m.lo = append(m.lo, lo)
+	m.up = append(m.up, up)
+	m.obj = append(m.obj, obj)
+	return len(m.obj) - 1
+}
+
+// NumVars is the number of variables.
+func (m *Model) NumVars() int { return len(m.obj) }
+
+// SetObj changes a variable's objective coefficient.
+func (m *Model) SetObj(v int, c float64) { m.obj[v] = c }
+
+// AddRow adds lo ≤ Σ val[i]·x[idx[i]] ≤ up and returns the row index. The
+// slices are copied.
+func (m *Model) AddRow(idx []int, val []float64, lo, up float64) int {
+	if len(idx) != len(val) {
+		panic("lp: AddRow with mismatched slices")
+	}
+	m.rows = append(m.rows, row{idx: append([]int(nil), idx...), val: append([]float64(nil), val...), lo: lo, up: up})
+	return len(m.rows) - 1
+}
+
+// Maximize makes the objective a maximization (the default minimizes).
+func (m *Model) Maximize() { m.maximize = true }
+
+// Solution is an optimal point.
+type Solution struct {
+	X         []float64
+	Duals     []float64 // one per row, in the model's objective sense
+	Objective float64
+}
+
+func bound(v float64) C.double {
+	switch {
+	case math.IsInf(v, 1):
+		return C.double(math.MaxFloat64)
+	case math.IsInf(v, -1):
+		return C.double(-math.MaxFloat64)
+	}
+	return C.double(v)
+}
+
+// Solve solves the model with Clp.
+func (m *Model) Solve() (*Solution, error) {
+	nc, nr := len(m.obj), len(m.rows)
+	if nc == 0 {
+		return &Solution{Duals: make([]float64, nr)}, nil
+	}
+	// Clp takes the matrix column-major (CSC): count entries per column.
+	start := make([]C.int, nc+1)
+	for _, r := range m.rows {
+		for _, j := range r.idx {
+			if j < 0 || j >= nc {
+				return nil, fmt.Errorf("lp: row refers to variable %d of %d", j, nc)
+			}
+			start[j+1]++
+		}
+	}
+	for j := 0; j < nc; j++ {
+		start[j+1] += start[j]
+	}
+	nnz := int(start[nc])
+	// Clp reads these arrays during loadProblem only; C memory keeps cgo's
+	// pointer rules simple.
+	cIndex := (*[1 << 30]C.int)(C.malloc(C.size_t(max(nnz, 1)) * C.size_t(unsafe.Sizeof(C.int(0)))))[:max(nnz, 1):max(nnz, 1)]
+	cValue := (*[1 << 30]C.double)(C.malloc(C.size_t(max(nnz, 1)) * C.size_t(unsafe.Sizeof(C.double(0)))))[:max(nnz, 1):max(nnz, 1)]
+	defer C.free(unsafe.Pointer(&cIndex[0]))
+	defer C.free(unsafe.Pointer(&cValue[0]))
+	fill := make([]C.int, nc)
+	copy(fill, start[:nc])
+	for i, r := range m.rows {
+		for k, j := range r.idx {
+			p := fill[j]
+			cIndex[p] = C.int(i)
+			cValue[p] = C.double(r.val[k])
+			fill[j]++
+		}
+	}
+	cStart := cArrayInt(start)
+	defer C.free(unsafe.Pointer(cStart))
+	colLo, colUp, obj := make([]C.double, nc), make([]C.double, nc), make([]C.double, nc)
+	for j := range m.obj {
+		colLo[j], colUp[j], obj[j] = bound(m.lo[j]), bound(m.up[j]), C.double(m.obj[j])
+	}
+	rowLo, rowUp := make([]C.double, max(nr, 1)), make([]C.double, max(nr, 1))
+	for i, r := range m.rows {
+		rowLo[i], rowUp[i] = bound(r.lo), bound(r.up)
+	}
+	pColLo, pColUp, pObj := cArrayDouble(colLo), cArrayDouble(colUp), cArrayDouble(obj)
+	pRowLo, pRowUp := cArrayDouble(rowLo), cArrayDouble(rowUp)
+	defer func() {
+		for _, p := range []*C.double{pColLo, pColUp, pObj, pRowLo, pRowUp} {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+
+	model := C.Clp_newModel()
+	defer C.Clp_deleteModel(model)
+	C.Clp_setLogLevel(model, 0)
+	C.Clp_loadProblem(model, C.int(nc), C.int(nr), cStart, &cIndex[0], &cValue[0], pColLo, pColUp, pObj, pRowLo, pRowUp)
+	if m.maximize {
+		C.Clp_setObjSense(model, -1)
+	}
+	// initialSolve (presolve, then Clp's choice of algorithm): a plain
+	// Clp_dual from scratch returned non-optimal points on small degenerate
+	// masters of the decomposition.
+	C.Clp_initialSolve(model)
+	switch st := C.Clp_status(model); st {
+	case 0:
+	case 1:
+		return nil, ErrInfeasible
+	case 2:
+		return nil, ErrUnbounded
+	default:
+		return nil, fmt.Errorf("lp: Clp stopped with status %d", int(st))
+	}
+	sol := &Solution{X: make([]float64, nc), Duals: make([]float64, nr), Objective: float64(C.Clp_objectiveValue(model))}
+	x := unsafe.Slice(C.Clp_getColSolution(model), nc)
+	for j := range sol.X {
+		sol.X[j] = float64(x[j])
+	}
+	if nr > 0 {
+		d := unsafe.Slice(C.Clp_getRowPrice(model), nr)
+		for i := range sol.Duals {
+			sol.Duals[i] = float64(d[i])
+		}
+	}
+	return sol, nil
+}
+
+func cArrayDouble(v []C.double) *C.double {
+	p := (*C.double)(C.malloc(C.size_t(len(v)) * C.size_t(unsafe.Sizeof(C.double(0)))))
+	copy(unsafe.Slice(p, len(v)), v)
+	return p
+}
+
+func cArrayInt(v []C.int) *C.int {
+	p := (*C.int)(C.malloc(C.size_t(len(v)) * C.size_t(unsafe.Sizeof(C.int(0)))))
+	copy(unsafe.Slice(p, len(v)), v)
+	return p
+}

@@ -1,0 +1,225 @@
+package policies
+
+import (
+	"fmt"
+	"math"
+)
+
+func init() {
+	for _, v := range []struct {
+		suffix string
+		view   func(*instance) [][]float64
+		packed bool
+	}{{"_perf", func(in *instance) [][]float64 { return in.tput }, false},
+		{"", bestEverywhere, false},
+		{"_packed", func(in *instance) [][]float64 { return in.tput }, true}} {
+		v := v
+		define("finish_time_fairness"+v.suffix, func(in *instance, p *Problem) (*Allocation, error) {
+			return finishTimeFairness("finish_time_fairness"+v.suffix, in, v.view(in), v.packed)
+		})
+		define("min_total_duration"+v.suffix, func(in *instance, p *Problem) (*Allocation, error) {
+			return makespan("min_total_duration"+v.suffix, in, v.view(in), v.packed)
+		})
+	}
+}
+
+// pairRatesFor builds pair columns whose per-GPU-time rates are the pair
+// throughputs divided by each member's divisor (the same normalization the
+// singles use); nil when the instance has no pairs.
+func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
+	if len(in.pairA) == 0 {
+		return nil
+	}
+	pr := &pairRates{a: in.pairA, b: in.pairB}
+	for q := range in.pairA {
+		a, b := in.pairA[q], in.pairB[q]
+		ra, rb := make([]float64, in.k()), make([]float64, in.k())
+		for j := range in.types {
+			if da := divisor(a); da > 0 && in.counts[j] > 0 {
+				ra[j] = in.pairT[q][j][0] / da
+			}
+			if db := divisor(b); db > 0 && in.counts[j] > 0 {
+				rb[j] = in.pairT[q][j][1] / db
+			}
+		}
+		pr.sf = append(pr.sf, in.sf[a])
+		pr.rateA = append(pr.rateA, ra)
+		pr.rateB = append(pr.rateB, rb)
+	}
+	return pr
+}
+
+// solveMaxMin runs the decomposition, or the LP with pair columns when pairs
+// take part, and writes the result into a.
+func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (float64, error) {
+	if pairs == nil {
+		res, err := mm.solve()
+		if err != nil {
+			return 0, err
+		}
+		setFromGPUTime(a, in, res.r)
+		return res.t, nil
+	}
+	res, pr, err := mm.solveLP(pairs)
+	if err != nil {
+		return 0, err
+	}
+	setFromGPUTime(a, in, res.r)
+	for q := range pr {
+		for j, v := range pr[q] {
+			a.PairX[q][j] = v / pairs.sf[q]
+		}
+	}
+	return res.t, nil
+}
+
+// throughputProblem is the maxMin program "Σ_j T_mj·X_mj ≥ need_m·t": in GPU
+// time the rate is T_mj/(sf·need_m). Jobs with need 0 take no part.
+func throughputProblem(in *instance, tput [][]float64, need []float64) *maxMin {
+	n, k := in.n(), in.k()
+	mm := &maxMin{capacity: in.counts, e: make([][]float64, n), cap: in.sf,
+		w: make([]float64, n), floor: make([]float64, n)}
+	for m := 0; m < n; m++ {
+		mm.e[m] = make([]float64, k)
+		if need[m] <= 0 {
+			continue
+		}
+		any := false
+		for j := 0; j < k; j++ {
+			if in.counts[j] > 0 && tput[m][j] > 0 {
+				mm.e[m][j] = tput[m][j] / (in.sf[m] * need[m])
+				any = true
+			}
+		}
+		if any {
+			mm.w[m] = 1
+		}
+	}
+	return mm
+}
+
+// makespan minimizes the time M by which every job finishes: Σ_j T_mj X_mj ≥
+// R_m/M for all m. With t = 1/M that is one max-min program, solved exactly
+// (Gavel binary-searches M over feasibility LPs; the optimum is the same).
+func makespan(name string, in *instance, tput [][]float64, packed bool) (*Allocation, error) {
+	need := make([]float64, in.n())
+	for m := range need {
+		need[m] = in.jobs[m].RemainingSteps
+	}
+	mm := throughputProblem(in, tput, need)
+	var pairs *pairRates
+	if packed {
+		pairs = pairRatesFor(in, func(m int) float64 { return in.sf[m] * need[m] })
+	}
+	a := newAllocation(name, in)
+	t, err := solveMaxMin(a, in, mm, pairs)
+	if err != nil {
+		return nil, err
+	}
+	fillLeftover(a, in, mm.e)
+	a.Objective = 0
+	if t > 0 && !math.IsInf(t, 1) {
+		a.Objective = 1 / t // seconds
+	}
+	return a, nil
+}
+
+// finishTimeFairness minimizes the largest ρ_m = (t_m + R_m/thr_m(X)) /
+// (t_iso_m + R_m/T_iso_m) (Themis' finish-time fairness as Gavel defines it),
+// where T_iso_m is the job's throughput on an equal 1/n share. For a given ρ
+// every job needs thr_m ≥ R_m/(ρ·D_m − t_m), a max-min feasibility check, so
+// ρ is found by bisection between a lower bound (each job alone on its best
+// type) and the isolated allocation's ρ (always feasible).
+func finishTimeFairness(name string, in *instance, tput [][]float64, packed bool) (*Allocation, error) {
+	n := in.n()
+	iso := newAllocation("isolated", in)
+	units := make([]unit, n)
+	for m := range units {
+		units[m] = unit{jobs: []int{m}, pair: -1}
+	}
+	equalShare(iso, in, units)
+	tIso := make([]float64, n)
+	for m := range iso.X {
+		for j, x := range iso.X[m] {
+			tIso[m] += tput[m][j] * x
+		}
+	}
+	denom := make([]float64, n)
+	lo, hi := 0.0, 0.0
+	active := make([]bool, n)
+	for m := 0; m < n; m++ {
+		job := in.jobs[m]
+		if tIso[m] <= 0 || job.RemainingSteps <= 0 {
+			continue
+		}
+		active[m] = true
+		ti := job.TimeSinceStartS
+		if job.IsolatedTimeS != nil {
+			ti = *job.IsolatedTimeS
+		}
+		denom[m] = ti + job.RemainingSteps/tIso[m]
+		best := 0.0
+		for j, v := range tput[m] {
+			if in.counts[j] > 0 {
+				best = math.Max(best, v)
+			}
+		}
+		lo = math.Max(lo, (job.TimeSinceStartS+job.RemainingSteps/best)/denom[m])
+		hi = math.Max(hi, (job.TimeSinceStartS+job.RemainingSteps/tIso[m])/denom[m])
+	}
+	needAt := func(rho float64) []float64 {
+		need := make([]float64, n)
+		for m := 0; m < n; m++ {
+			if active[m] {
+				slack := rho*denom[m] - in.jobs[m].TimeSinceStartS
+				need[m] = in.jobs[m].RemainingSteps / slack
+			}
+		}
+		return need
+	}
+	try := func(rho float64) (*Allocation, *maxMin, bool, error) {
+		need := needAt(rho)
+		mm := throughputProblem(in, tput, need)
+		var pairs *pairRates
+		if packed {
+			pairs = pairRatesFor(in, func(m int) float64 {
+				if need[m] <= 0 {
+					return 0
+				}
+				return in.sf[m] * need[m]
+			})
+		}
+		a := newAllocation(name, in)
+		t, err := solveMaxMin(a, in, mm, pairs)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return a, mm, t >= 1-1e-9, nil
+	}
+	if hi == 0 { // nothing left to run
+		a := newAllocation(name, in)
+		return a, nil
+	}
+	best, bestMM, ok, err := try(hi)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("finish-time fairness: isolated bound ρ=%g not feasible", hi)
+	}
+	for iter := 0; iter < 60 && hi-lo > 1e-7*hi; iter++ {
+		mid := (lo + hi) / 2
+		a, mm, feasible, err := try(mid)
+		if err != nil {
+			return nil, err
+		}
+		if feasible {
+			hi, best, bestMM = mid, a, mm
+		} else {
+			lo = mid
+		}
+	}
+	fillLeftover(best, in, bestMM.e)
+	best.Objective = hi
+	return best, nil
+}
