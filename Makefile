@@ -29,8 +29,8 @@ nomad:
 
 # Every test: formatting, vet, unit and property tests under the race
 # detector, and the end-to-end tests against a real Nomad.
-test: deps fmt-check vet
-	$(GO) test -race -count=1 -timeout 60m ./...
+test: deps fmt-check vet nomad
+	NOMAD_BIN=$(BIN)/nomad $(GO) test -race -count=1 -timeout 60m ./...
 
 vet:
 	$(GO) vet ./...

@@ -110,3 +110,29 @@ func checkGPUTimeFeasible(t *testing.T, p *maxMin, r [][]float64, level float64)
 		}
 	}
 }
+
+// Placement sensitivity: a job wider than a type's servers runs at its
+// unconsolidated throughput there, which steers it to a type where it fits.
+func TestPlacementSensitivity(t *testing.T) {
+	p := &Problem{GPUTypes: map[string]GPUType{
+		"v100": {Count: 8, GPUsPerServer: 4},
+		"p100": {Count: 8, GPUsPerServer: 8},
+	}, Jobs: []Job{{ID: "wide", ScaleFactor: 8,
+		Throughput:               map[string]float64{"v100": 10, "p100": 6},
+		UnconsolidatedThroughput: map[string]float64{"v100": 4, "p100": 3}}}}
+	a, err := Solve("max_throughput", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pi := indexOf(a.Types, "p100"); a.X[0][pi] < 0.999 || math.Abs(a.Effective[0]-6) > 1e-6 {
+		t.Fatalf("want the job consolidated on p100 at 6 steps/s, got X=%v eff=%v", a.X[0], a.Effective[0])
+	}
+	p.GPUTypes["v100"] = GPUType{Count: 8, GPUsPerServer: 8}
+	a, err = Solve("max_throughput", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vi := indexOf(a.Types, "v100"); a.X[0][vi] < 0.999 {
+		t.Fatalf("with 8-GPU V100 servers the job should run on v100, got %v", a.X[0])
+	}
+}

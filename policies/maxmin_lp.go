@@ -24,11 +24,24 @@ type pairRates struct {
 // optimum. It is the reference for the decomposition and the solver for
 // space sharing.
 func (p *maxMin) solveLP(pairs *pairRates) (*maxMinResult, [][]float64, error) {
+	return p.solveLPFrom(pairs, nil)
+}
+
+// solveLPFrom starts the restricted LP with the given pair columns (pair,
+// type): with floors that were reached using pairs, the LP without them can
+// be infeasible.
+func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
 	n, k := len(p.e), len(p.capacity)
 	var inModel map[[2]int]bool
 	var active [][2]int // (pair, type) columns in the restricted LP
 	if pairs != nil {
 		inModel = map[[2]int]bool{}
+		for _, c := range seed {
+			if !inModel[c] {
+				inModel[c] = true
+				active = append(active, c)
+			}
+		}
 	}
 	for iter := 0; ; iter++ {
 		var m lp.Model

@@ -16,6 +16,10 @@ import (
 type GPUType struct {
 	Count       int     `json:"count"`
 	CostPerHour float64 `json:"cost_per_hour"`
+	// GPUsPerServer, when set, is the type's server size: a job wider than
+	// a server cannot be consolidated there and runs at its unconsolidated
+	// throughput (Gavel's placement sensitivity).
+	GPUsPerServer int `json:"gpus_per_server,omitempty"`
 }
 
 // Job is one training job as a policy sees it.
@@ -23,8 +27,12 @@ type Job struct {
 	ID string `json:"id"`
 	// Throughput is the whole job's steps/s at its scale factor, per GPU type
 	// (0 or absent: cannot run there).
-	Throughput  map[string]float64 `json:"throughput"`
-	ScaleFactor int                `json:"scale_factor"`
+	Throughput map[string]float64 `json:"throughput"`
+	// UnconsolidatedThroughput is the throughput per type when the job's
+	// workers are spread over servers; absent entries mean "same as
+	// consolidated".
+	UnconsolidatedThroughput map[string]float64 `json:"unconsolidated_throughput,omitempty"`
+	ScaleFactor              int                `json:"scale_factor"`
 	// Weight is the job's priority weight; 0 means the default, 1.
 	Weight          float64 `json:"weight"`
 	RemainingSteps  float64 `json:"remaining_steps"`
@@ -91,6 +99,9 @@ func (p *Problem) Validate() error {
 		if t.Count < 0 {
 			return fmt.Errorf("gpu_types.%s.count: negative (%d)", name, t.Count)
 		}
+		if t.GPUsPerServer < 0 {
+			return fmt.Errorf("gpu_types.%s.gpus_per_server: negative (%d)", name, t.GPUsPerServer)
+		}
 		if badNumber(t.CostPerHour) || t.CostPerHour < 0 {
 			return fmt.Errorf("gpu_types.%s.cost_per_hour: must be a non-negative number", name)
 		}
@@ -142,6 +153,14 @@ func (p *Problem) Validate() error {
 		}
 		if !anyPositive {
 			return fmt.Errorf("%s.throughput: zero on every GPU type", where)
+		}
+		for t, v := range j.UnconsolidatedThroughput {
+			if _, ok := p.GPUTypes[t]; !ok {
+				return fmt.Errorf("%s.unconsolidated_throughput.%s: unknown GPU type", where, t)
+			}
+			if badNumber(v) || v < 0 {
+				return fmt.Errorf("%s.unconsolidated_throughput.%s: must be a non-negative number, got %v", where, t, v)
+			}
 		}
 		if len(p.Entities) > 0 && j.Entity != "" {
 			if _, ok := p.Entities[j.Entity]; !ok {
@@ -214,15 +233,21 @@ func newInstance(p *Problem) *instance {
 	for i, j := range p.Jobs {
 		index[j.ID] = i
 		in.ids = append(in.ids, j.ID)
-		row := make([]float64, len(in.types))
-		for k, name := range in.types {
-			row[k] = j.Throughput[name]
-		}
-		in.tput = append(in.tput, row)
 		sf := float64(j.ScaleFactor)
 		if sf == 0 {
 			sf = 1
 		}
+		row := make([]float64, len(in.types))
+		for k, name := range in.types {
+			row[k] = j.Throughput[name]
+			// Wider than a server: the job cannot be consolidated there.
+			if per := p.GPUTypes[name].GPUsPerServer; per > 0 && int(sf) > per {
+				if u, ok := j.UnconsolidatedThroughput[name]; ok {
+					row[k] = u
+				}
+			}
+		}
+		in.tput = append(in.tput, row)
 		in.sf = append(in.sf, sf)
 		w := j.Weight
 		if w == 0 {

@@ -1,16 +1,22 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"math"
+
+	"github.com/rondo-sched/rondo/policies/lp"
 )
 
 func init() {
 	define("max_min_fairness_water_filling_perf", func(in *instance, p *Problem) (*Allocation, error) {
-		return waterFilling("max_min_fairness_water_filling_perf", in, p, in.tput)
+		return waterFilling("max_min_fairness_water_filling_perf", in, p, in.tput, false)
+	})
+	define("max_min_fairness_water_filling_packed", func(in *instance, p *Problem) (*Allocation, error) {
+		return waterFilling("max_min_fairness_water_filling_packed", in, p, in.tput, true)
 	})
 	define("max_min_fairness_water_filling", func(in *instance, p *Problem) (*Allocation, error) {
-		return waterFilling("max_min_fairness_water_filling", in, p, agnosticOnes(in))
+		return waterFilling("max_min_fairness_water_filling", in, p, agnosticOnes(in), false)
 	})
 }
 
@@ -20,12 +26,17 @@ func init() {
 // hand their entity's weight on (fairness: spread over the entity's other
 // jobs; FIFO: to the next job in arrival order) and repeat, never letting a
 // job drop below its level so far. The result is Pareto-efficient.
-func waterFilling(name string, in *instance, p *Problem, tput [][]float64) (*Allocation, error) {
+func waterFilling(name string, in *instance, p *Problem, tput [][]float64, packed bool) (*Allocation, error) {
 	n := in.n()
 	base := lasProblem(in, tput)
-	entityOf := make([]string, n)
-	for m := range entityOf {
-		entityOf[m] = in.jobs[m].Entity
+	var pairs *pairRates
+	if packed {
+		pairs = pairRatesFor(in, func(m int) float64 {
+			if base.w[m] == 0 {
+				return 0
+			}
+			return in.equalShareThroughput(m)
+		})
 	}
 	entityWeight := func(e string) float64 {
 		if ent, ok := p.Entities[e]; ok && ent.Weight > 0 {
@@ -42,9 +53,8 @@ func waterFilling(name string, in *instance, p *Problem, tput [][]float64) (*All
 			frozen[m] = true
 		}
 	}
-	var warm [][]float64
-	iterations := 0
-	for ; iterations <= n; iterations++ {
+	var warm, warmPairs [][]float64
+	for iter := 0; iter <= n; iter++ {
 		w := make([]float64, n)
 		// Entities in first-seen order keep the walk deterministic.
 		var order []string
@@ -53,7 +63,7 @@ func waterFilling(name string, in *instance, p *Problem, tput [][]float64) (*All
 			if frozen[m] {
 				continue
 			}
-			e := entityOf[m]
+			e := in.jobs[m].Entity
 			if _, ok := members[e]; !ok {
 				order = append(order, e)
 			}
@@ -77,58 +87,150 @@ func waterFilling(name string, in *instance, p *Problem, tput [][]float64) (*All
 			}
 		}
 		mm := &maxMin{capacity: base.capacity, e: base.e, cap: base.cap, w: w, floor: floor, warm: warm}
-		if warm != nil {
-			mm.warmT = warmLevel(mm, warm)
+		var levels []float64
+		var stuck []int
+		var err error
+		if pairs == nil {
+			levels, stuck, err = waterFillStep(mm)
+		} else {
+			levels, stuck, warmPairs, err = waterFillStepLP(mm, pairs, warmPairs)
 		}
-		res, err := mm.solve()
 		if err != nil {
 			return nil, err
-		}
-		levels := make([]float64, n)
-		var cand []int
-		for m := 0; m < n; m++ {
-			levels[m] = mm.levelOf(m, res.t)
-			if w[m] > 0 {
-				cand = append(cand, m)
-			}
-		}
-		// The master is feasible only to Clp's tolerance: pull the point
-		// exactly inside the capacities and keep its actual levels as the
-		// floors, so the next warm start is feasible.
-		projectToCapacity(mm, res.r)
-		for m := range levels {
-			levels[m] = math.Min(levels[m], levelOfPoint(mm, m, res.r[m]))
-		}
-		// t is optimal only to the decomposition's gap; summed over the
-		// jobs that slack could let any one job rise by up to Σw·gap, which
-		// is not a real rise.
-		sumW := 0.0
-		for _, m := range cand {
-			sumW += w[m]
-		}
-		stuck, err := bottlenecked(mm, levels, cand, res.r, 4*sumW*math.Max(res.gap, 0))
-		if err != nil {
-			return nil, err
-		}
-		if len(stuck) == 0 {
-			return nil, fmt.Errorf("water-filling: no bottleneck found at level %g", res.t)
 		}
 		for _, m := range stuck {
 			frozen[m] = true
 		}
 		if waterFillTrace != nil {
-			waterFillTrace(iterations, res.r, stuck)
+			waterFillTrace(iter, mm.warm, stuck)
 		}
 		floor = levels
-		warm = res.r
+		warm = mm.warm
 	}
 	a := newAllocation(name, in)
 	if warm != nil {
 		setFromGPUTime(a, in, warm)
 	}
+	for q := range warmPairs {
+		for j, v := range warmPairs[q] {
+			a.PairX[q][j] = v / pairs.sf[q]
+		}
+	}
 	fillLeftover(a, in, base.e)
 	a.Objective = minNormalized(a, in)
 	return a, nil
+}
+
+// waterFillStep raises the unfrozen jobs by the decomposition and finds the
+// bottlenecked ones. It leaves the new point in mm.warm and returns the
+// levels every job keeps from now on.
+func waterFillStep(mm *maxMin) ([]float64, []int, error) {
+	n := len(mm.e)
+	if mm.warm != nil {
+		mm.warmT = warmLevel(mm, mm.warm)
+	}
+	res, err := mm.solve()
+	if err != nil {
+		return nil, nil, err
+	}
+	levels := make([]float64, n)
+	var cand []int
+	for m := 0; m < n; m++ {
+		levels[m] = mm.levelOf(m, res.t)
+		if mm.w[m] > 0 {
+			cand = append(cand, m)
+		}
+	}
+	// The master is feasible only to Clp's tolerance: pull the point
+	// exactly inside the capacities and keep its actual levels as the
+	// floors, so the next warm start is feasible.
+	projectToCapacity(mm, res.r)
+	for m := range levels {
+		levels[m] = math.Min(levels[m], levelOfPoint(mm, m, res.r[m]))
+	}
+	// t is optimal only to the decomposition's gap; summed over the jobs
+	// that slack could let any one job rise by up to Σw·gap, which is not a
+	// real rise.
+	sumW := 0.0
+	for _, m := range cand {
+		sumW += mm.w[m]
+	}
+	stuck, err := bottlenecked(mm, levels, cand, res.r, 4*sumW*math.Max(res.gap, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(stuck) == 0 {
+		return nil, nil, fmt.Errorf("water-filling: no bottleneck found at level %g", res.t)
+	}
+	mm.warm = res.r
+	return levels, stuck, nil
+}
+
+// waterFillStepLP is the same step with space sharing, by plain LPs: one
+// max-min LP with pair columns, then one LP per unfrozen job asking how high
+// it can go while every job keeps its level. Exact but slow: used where pair
+// variables couple jobs and the decomposition does not apply.
+func waterFillStepLP(mm *maxMin, pairs *pairRates, prev [][]float64) ([]float64, []int, [][]float64, error) {
+	n := len(mm.e)
+	mm.warm = nil
+	var seed [][2]int
+	for q := range prev {
+		for j, v := range prev[q] {
+			if v > 0 {
+				seed = append(seed, [2]int{q, j})
+			}
+		}
+	}
+	res, pr, err := mm.solveLPFrom(pairs, seed)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Probes keep every other job within 1e-9 of its level (less would let
+	// Clp's tolerance call them infeasible; more would hand the probed job
+	// slack it does not really have); the next step's floors sit 1e-6 below,
+	// safely inside what Clp can reproduce.
+	levels := make([]float64, n)
+	probeFloors := make([]float64, n)
+	for m := range levels {
+		lv := mm.levelOf(m, res.t)
+		levels[m] = lv * (1 - 1e-6)
+		probeFloors[m] = lv * (1 - 1e-9)
+	}
+	seed = seed[:0]
+	for q := range pr {
+		for j, v := range pr[q] {
+			if v > 0 {
+				seed = append(seed, [2]int{q, j})
+			}
+		}
+	}
+	var stuck []int
+	for m := 0; m < n; m++ {
+		if mm.w[m] <= 0 {
+			continue
+		}
+		one := make([]float64, n)
+		one[m] = 1
+		floors := append([]float64(nil), probeFloors...)
+		floors[m] = 0
+		probe := &maxMin{capacity: mm.capacity, e: mm.e, cap: mm.cap, w: one, floor: floors}
+		top, _, err := probe.solveLPFrom(pairs, seed)
+		if errors.Is(err, lp.ErrInfeasible) {
+			stuck = append(stuck, m) // no room even to stay: cannot rise
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if top.t <= probeFloors[m]+math.Max(riseEps(probeFloors[m]), 1e-5*probeFloors[m]) {
+			stuck = append(stuck, m)
+		}
+	}
+	if len(stuck) == 0 {
+		return nil, nil, nil, fmt.Errorf("water-filling: no bottleneck found at level %g", res.t)
+	}
+	mm.warm = res.r
+	return levels, stuck, pr, nil
 }
 
 // waterFillTrace, when set (by tests), sees each iteration's GPU time and

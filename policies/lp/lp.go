@@ -82,7 +82,7 @@ func bound(v float64) C.double {
 	return C.double(v)
 }
 
-// Solve solves the model with Clp's dual simplex.
+// Solve solves the model with Clp.
 func (m *Model) Solve() (*Solution, error) {
 	nc, nr := len(m.obj), len(m.rows)
 	if nc == 0 {
@@ -143,7 +143,10 @@ func (m *Model) Solve() (*Solution, error) {
 	if m.maximize {
 		C.Clp_setObjSense(model, -1)
 	}
-	C.Clp_dual(model, 0)
+	// initialSolve (presolve, then Clp's choice of algorithm): a plain
+	// Clp_dual from scratch returned non-optimal points on small degenerate
+	// masters of the decomposition.
+	C.Clp_initialSolve(model)
 	switch st := C.Clp_status(model); st {
 	case 0:
 	case 1:
