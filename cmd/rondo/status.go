@@ -3,14 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/cli"
-	"github.com/rondo-sched/rondo/allocator/agent"
 )
 
 func init() {
@@ -34,17 +32,8 @@ func (c *statusCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(strings.TrimSuffix(c.addr, "/") + "/v1/status")
+	s, err := fetchStatus(c.addr)
 	if err != nil {
-		return c.fail(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return c.fail(fmt.Errorf("%s: %s", c.addr, resp.Status))
-	}
-	var s agent.Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return c.fail(err)
 	}
 	if c.json {
@@ -76,10 +65,8 @@ func (c *statusCmd) Run(args []string) int {
 		u := s.Types[t]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t, u.Total, u.Used, u.Failed)
 	}
-	fmt.Fprintln(tw, "\nJob\tState\tType\tGPUs\tProgress")
-	for _, j := range s.Jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f/%.0f\n", j.ID, j.State, j.Type, j.ScaleFactor, j.TotalSteps-j.RemainingSteps, j.TotalSteps)
-	}
 	tw.Flush()
+	fmt.Fprintln(c.stdout)
+	printJobs(c.stdout, s.Jobs)
 	return 0
 }

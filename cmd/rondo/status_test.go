@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/agent"
+)
+
+func statusServer(t *testing.T) *httptest.Server {
+	st := agent.Status{Cluster: "http://nomad:4646", Policy: "max_min_fairness_perf", Round: 7, RoundSeconds: 10,
+		NextRound: time.Now().Add(5 * time.Second), VCs: []agent.VC{{Name: "research", Policy: "max_min_fairness_perf"}},
+		Types: map[string]agent.TypeUsage{"v100": {Total: 4, Used: 3, Failed: 1}},
+		Jobs: []agent.JobStatus{{ID: "lm", State: "running", Type: "v100", GPUs: []string{"GPU-0"}, ScaleFactor: 1, RemainingSteps: 40, TotalSteps: 100},
+			{ID: "cyclegan", State: "waiting", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatusAndJobCommands(t *testing.T) {
+	srv := statusServer(t)
+	code, out, errOut := runCaptured(t, "status", "-addr", srv.URL)
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, errOut)
+	}
+	for _, want := range []string{"Round:      7 (every 10s)", "research (max_min_fairness_perf)", "v100  4     3     1", "lm", "60/100"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ = runCaptured(t, "job", "list", "-addr", srv.URL); code != 0 || !strings.Contains(out, "cyclegan") {
+		t.Errorf("job list: %d\n%s", code, out)
+	}
+	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "lm"); code != 0 || !strings.Contains(out, "GPU-0") {
+		t.Errorf("job status: %d\n%s", code, out)
+	}
+	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "not active") {
+		t.Errorf("job status nope: %d %s", code, errOut)
+	}
+}
