@@ -295,7 +295,7 @@ func TestAllocatorOnNomad(t *testing.T) {
 	t.Run("FidelityVsSimulator", func(t *testing.T) { s.t = t; testFidelity(s) })
 }
 
-// testFidelity runs a tiny trace (four jobs at t=0 on 2 V100 + 2 K80, 4 s
+// testFidelity runs a tiny trace (six jobs at t=0 on 2 V100 + 2 K80, 4 s
 // rounds) on Nomad and in the simulator with the same engine settings, and
 // compares the makespans. Nomad adds per-round enforcement latency and
 // restart time, so the bound is loose; the log shows both.
@@ -303,7 +303,7 @@ func testFidelity(s *stack) {
 	t := s.t
 	const steps = 400
 	const model = "LM (batch size 20)"
-	ids := []string{"f0", "f1", "f2", "f3"}
+	ids := []string{"f0", "f1", "f2", "f3", "f4", "f5"}
 	var tj []trace.Job
 	for i, id := range ids {
 		s.submit(id, model, steps, 1)
