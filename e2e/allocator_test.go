@@ -213,8 +213,13 @@ func (s *stack) jobHCL(id, model string, steps int, speedup float64) string {
 // submit registers a job spec as `nomad job run -detach` does.
 func (s *stack) submit(id, model string, steps int, speedup float64) {
 	s.t.Helper()
+	s.submitSpec(id, s.jobHCL(id, model, steps, speedup))
+}
+
+func (s *stack) submitSpec(id, spec string) {
+	s.t.Helper()
 	path := filepath.Join(s.t.TempDir(), id+".nomad.hcl")
-	if err := os.WriteFile(path, []byte(s.jobHCL(id, model, steps, speedup)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(s.nomad, "job", "run", "-detach", path)
@@ -362,6 +367,22 @@ func testGate(s *stack) {
 	if !strings.Contains(ag.logs(), "admit") {
 		t.Errorf("no admit log line:\n%s", ag.logs())
 	}
+	// A job that names the GPU pool itself gets past the gate; the next
+	// round takes it over: re-pinned by Rondo, or withdrawn.
+	s.submitSpec("bypass", strings.Replace(s.jobHCL("bypass", "LM (batch size 20)", 100000, 1), `type = "batch"`,
+		"type = \"batch\"\n  node_pool = \""+rnomad.DefaultPool+"\"", 1))
+	s.waitFor(20*time.Second, "bypassing job taken over", func() (bool, error) {
+		j, _, err := c.Jobs().Info("bypass", nil)
+		if err != nil {
+			return false, nil
+		}
+		for _, con := range j.TaskGroups[0].Constraints {
+			if con.LTarget == "${node.unique.id}" {
+				return true, nil
+			}
+		}
+		return *j.TaskGroups[0].Count == 0, nil
+	})
 	// A later round keeps it: no new allocation.
 	time.Sleep(9 * time.Second)
 	if n := noOverlap(t, c, "gate"); n != 1 {

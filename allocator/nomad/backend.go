@@ -77,6 +77,8 @@ type jobState struct {
 	gpus      []string // live placement
 	servers   []string
 	admitted  bool
+	inPool    bool
+	live      int // live allocations, Rondo's or not
 	done      float64
 	total     float64
 	lastState string
@@ -211,6 +213,15 @@ func gpuGroup(job *api.Job) (*api.TaskGroup, *api.RequestedDevice) {
 	return nil, nil
 }
 
+func hasNodePin(tg *api.TaskGroup) bool {
+	for _, c := range tg.Constraints {
+		if c.LTarget == nodeTarget {
+			return true
+		}
+	}
+	return false
+}
+
 func isGPURequest(name string) bool {
 	return name == "gpu" || name == "nvidia/gpu" || strings.HasPrefix(name, "nvidia/gpu/")
 }
@@ -314,9 +325,14 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 		b.log.Warn("read allocations", "job", id, "error", err)
 		return nil, false
 	}
-	admitted := deref(job.NodePool) == b.cfg.Pool
+	// Admitted: in the GPU pool and pinned by Rondo. A job submitted
+	// straight to the pool (bypassing the gate) is unpinned: it is treated
+	// as waiting, and Enforce re-pins or withdraws it.
+	inPool := deref(job.NodePool) == b.cfg.Pool
+	admitted := inPool && hasNodePin(tg)
 	var gpus, servers []string
 	finished := false
+	liveN := 0
 	for _, a := range allocs {
 		if a.TaskGroup != deref(tg.Name) {
 			continue
@@ -324,7 +340,11 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 		if a.ClientStatus == "complete" && a.DesiredStatus == "run" {
 			finished = true // the task exited 0 on its own: trained out
 		}
-		if !live(a) || !admitted {
+		if !live(a) {
+			continue
+		}
+		liveN++
+		if !admitted {
 			continue
 		}
 		servers = appendNew(servers, a.NodeID)
@@ -349,7 +369,7 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 		st = &jobState{arrivalS: now, lastS: now, received: map[string]float64{}}
 		b.jobs[id] = st
 	}
-	if finished && len(gpus) == 0 || done >= total {
+	if finished && liveN == 0 || done >= total {
 		if st.lastState != "finished" {
 			b.log.Info("finished", "job", id, "steps", done)
 		}
@@ -363,6 +383,7 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 	sort.Strings(gpus)
 	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
 	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
+	st.inPool, st.live = inPool, liveN
 	st.tput = map[string]float64{}
 	for t := range types {
 		st.tput[t] = b.throughput(pol.Model, sf, t)

@@ -49,7 +49,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			continue
 		}
 		for _, id := range a.Jobs {
-			if st := b.jobs[id]; st != nil && len(st.gpus) > 0 {
+			if st := b.jobs[id]; st != nil && st.live > 0 {
 				if err := b.scaleZero(id, "rondo: vacate for migration"); err != nil {
 					errs = append(errs, err)
 					continue
@@ -58,12 +58,17 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 	}
-	// An admitted job that holds no allocation but still has a count (its
-	// placement is pending) would take its pinned GPUs whenever they free
-	// up: withdraw it unless this plan starts it.
+	// A job in the GPU pool that holds no allocation Rondo placed but still
+	// has a count — pending placement, or submitted straight to the pool
+	// past the gate — would take GPUs behind Rondo's back: withdraw it
+	// unless this plan starts it.
 	for id, st := range b.jobs {
-		if st.admitted && len(st.gpus) == 0 && !starting[id] && groupCount(st.job, st.group) > 0 {
-			if err := b.suspend(id, "withdraw"); err != nil {
+		if st.inPool && len(st.gpus) == 0 && !starting[id] && groupCount(st.job, st.group) > 0 {
+			event := "withdraw"
+			if !st.admitted {
+				event = "gate"
+			}
+			if err := b.suspend(id, event); err != nil {
 				errs = append(errs, err)
 			}
 		}
