@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/rondo-sched/rondo/allocator/pyrand"
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// SolveFunc is policies.Solve's signature; tests may substitute a solver.
+type SolveFunc func(name string, p *policies.Problem) (*policies.Allocation, error)
+
+// Config is the mechanism's configuration.
+type Config struct {
+	Policy string
+	// RoundS is the round length (default 360 s).
+	RoundS float64
+	// GavelCompat reproduces the reference's quirks (see GAVEL-NOTES):
+	// received time restarts at a half-round credit on every recompute,
+	// recomputes at most every MinResetIntervalS (default 1,920 s, except
+	// while no reset has happened after t=0), jobs that arrived after the
+	// last recompute may take GPUs that then stay idle.
+	GavelCompat bool
+	// MinResetIntervalS throttles recomputes (default 0; 1,920 in compat).
+	MinResetIntervalS float64
+	// Seed drives the agnostic policies' per-round type shuffle (Seed+5)
+	// and is passed to randomized policies.
+	Seed int64
+	// Packing offers colocated pairs to the policy and the mechanism;
+	// default: the policy's name ends in "_packed" or is "gandiva".
+	Packing *bool
+	// TypeOrder is the order GPU types are filled in (default v100, p100,
+	// k80, then other types by name).
+	TypeOrder []string
+	// Solve defaults to policies.Solve.
+	Solve SolveFunc
+}
+
+// Engine holds the mechanism's state between rounds: the allocation, the
+// received-time baselines at the last recompute, deficits, and FTF's
+// running isolated time. It is not safe for concurrent use.
+type Engine struct {
+	cfg       Config
+	canonical string
+	packing   bool
+	shuffle   bool
+	fifo      bool
+	shuffler  *pyrand.Random
+
+	alloc      *policies.Allocation
+	xIndex     map[string][]float64 // unit key -> X per alloc.Types index
+	typeIndex  map[string]int       // type -> index in alloc.Types
+	lastReset  float64
+	resetDone  bool
+	needUpdate bool
+	lastJobs   map[string]bool
+	lastGPUs   string
+	baseline   map[string]map[string]float64 // unit -> type -> cumulative at reset
+	deficit    map[string]map[string]float64 // unit -> type -> deficit
+
+	// Finish-time fairness's running isolated time.
+	isoTime  map[string]float64
+	isoTput  map[string]float64
+	isoSteps map[string]float64 // steps done at the last recompute
+	rounds   int
+	cum      map[string]map[string]float64
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Policy == "" {
+		return nil, fmt.Errorf("engine: no policy")
+	}
+	if cfg.RoundS == 0 {
+		cfg.RoundS = 360
+	}
+	if cfg.RoundS < 0 || math.IsNaN(cfg.RoundS) {
+		return nil, fmt.Errorf("engine: round length must be positive")
+	}
+	if cfg.GavelCompat && cfg.MinResetIntervalS == 0 {
+		cfg.MinResetIntervalS = 1920
+	}
+	if cfg.Solve == nil {
+		cfg.Solve = policies.Solve
+	}
+	name := cfg.Policy
+	if c, err := policies.Canonical(name); err == nil {
+		name = c
+	}
+	e := &Engine{cfg: cfg, canonical: name, shuffler: pyrand.New(cfg.Seed + 5),
+		lastJobs: map[string]bool{}, baseline: map[string]map[string]float64{},
+		deficit: map[string]map[string]float64{}, isoTime: map[string]float64{},
+		isoTput: map[string]float64{}, isoSteps: map[string]float64{}}
+	e.packing = strings.HasSuffix(name, "_packed") || name == "gandiva"
+	if cfg.Packing != nil {
+		e.packing = *cfg.Packing
+	}
+	// Gavel shuffles the type order for agnostic, non-packing policies and
+	// skips priority-0 candidates only for FIFO.
+	e.shuffle = !strings.Contains(name, "perf") && !e.packing
+	e.fifo = strings.HasPrefix(name, "fifo")
+	return e, nil
+}
+
+// Allocation is the allocation in force (nil before the first recompute).
+func (e *Engine) Allocation() *policies.Allocation { return e.alloc }
+
+// Packing reports whether pairs are offered to the policy.
+func (e *Engine) Packing() bool { return e.packing }
+
+// UnitKey names a unit: a job id, or "a+b" for a pair.
+func UnitKey(jobs []string) string { return strings.Join(jobs, "+") }
+
+func healthyCounts(gpus []GPU) map[string]int {
+	c := map[string]int{}
+	for _, g := range gpus {
+		if _, ok := c[g.Type]; !ok {
+			c[g.Type] = 0
+		}
+		if !g.Failed {
+			c[g.Type]++
+		}
+	}
+	return c
+}
+
+func gpuSignature(gpus []GPU) string {
+	var b strings.Builder
+	for _, g := range gpus {
+		if !g.Failed {
+			b.WriteString(g.ID)
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
+}
+
+// noteEvents marks a recompute as needed when the job set or the healthy
+// GPUs changed since the last round.
+func (e *Engine) noteEvents(s *Snapshot) {
+	now := make(map[string]bool, len(s.Jobs))
+	for _, j := range s.Jobs {
+		now[j.ID] = true
+		if !e.lastJobs[j.ID] {
+			e.needUpdate = true
+		}
+	}
+	for id := range e.lastJobs {
+		if !now[id] {
+			e.needUpdate = true
+			delete(e.isoTime, id)
+			delete(e.isoTput, id)
+			delete(e.isoSteps, id)
+		}
+	}
+	e.lastJobs = now
+	if sig := gpuSignature(s.GPUs); sig != e.lastGPUs {
+		e.lastGPUs = sig
+		e.needUpdate = true
+	}
+}
+
+// Allocate brings the allocation up to date with the snapshot: on a reset
+// event (subject to the recompute throttle) it resets received time and
+// solves the policy. It reports whether it recomputed.
+func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
+	e.noteEvents(s)
+	if !e.needUpdate {
+		return false, 0, nil
+	}
+	elapsed := s.TimeS - e.lastReset
+	allowed := elapsed >= e.cfg.MinResetIntervalS || !e.resetDone
+	if e.cfg.GavelCompat {
+		// The reference tests last_reset_time == 0, which stays true until
+		// a reset happens after t = 0.
+		allowed = elapsed >= e.cfg.MinResetIntervalS || e.lastReset == 0
+	}
+	if !allowed {
+		return false, 0, nil
+	}
+	e.resetReceived(s, elapsed)
+	p := e.problem(s)
+	total := 0
+	for _, t := range p.GPUTypes {
+		total += t.Count
+	}
+	var a *policies.Allocation
+	if total == 0 {
+		// No healthy GPU: nothing to allocate until one recovers.
+		a = &policies.Allocation{Policy: e.canonical}
+	} else {
+		var err error
+		a, err = e.cfg.Solve(e.cfg.Policy, p)
+		if err != nil {
+			return false, 0, fmt.Errorf("engine: t=%.0f: %w", s.TimeS, err)
+		}
+	}
+	e.setAllocation(a)
+	e.needUpdate = false
+	e.lastReset = s.TimeS
+	e.resetDone = true
+	return true, a.SolveMS, nil
+}
+
+func (e *Engine) setAllocation(a *policies.Allocation) {
+	e.alloc = a
+	e.typeIndex = map[string]int{}
+	for i, t := range a.Types {
+		e.typeIndex[t] = i
+	}
+	e.xIndex = map[string][]float64{}
+	for m, id := range a.JobIDs {
+		e.xIndex[id] = a.X[m]
+	}
+	for p, jobs := range a.PairJobs {
+		e.xIndex[UnitKey(jobs[:])] = a.PairX[p]
+	}
+}
+
+func (e *Engine) x(unit, typ string) (float64, bool) {
+	row, ok := e.xIndex[unit]
+	if !ok {
+		return 0, false
+	}
+	i, ok := e.typeIndex[typ]
+	if !ok {
+		return 0, true
+	}
+	return row[i], true
+}
+
+// resetReceived restarts every unit's received time and adds the deficit
+// X·elapsed − received to the carried deficit.
+func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
+	types := typeNames(s.GPUs)
+	reset := func(unit string, cum map[string]float64) {
+		base := e.baseline[unit]
+		def := e.deficit[unit]
+		if def == nil {
+			def = map[string]float64{}
+			e.deficit[unit] = def
+		}
+		nb := map[string]float64{}
+		for _, t := range types {
+			received := cum[t] - base[t]
+			x, _ := e.x(unit, t)
+			def[t] += x*elapsed - received
+			nb[t] = cum[t]
+		}
+		e.baseline[unit] = nb
+	}
+	live := map[string]bool{}
+	for _, j := range s.Jobs {
+		reset(j.ID, j.ReceivedS)
+		live[j.ID] = true
+	}
+	if e.packing {
+		for _, p := range s.Pairs {
+			k := UnitKey(p.Jobs[:])
+			reset(k, p.ReceivedS)
+			live[k] = true
+		}
+	}
+	for k := range e.baseline {
+		if !live[k] {
+			delete(e.baseline, k)
+			delete(e.deficit, k)
+		}
+	}
+}
+
+func typeNames(gpus []GPU) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range gpus {
+		if !seen[g.Type] {
+			seen[g.Type] = true
+			out = append(out, g.Type)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// problem builds the policy's input. It also advances finish-time
+// fairness's running isolated time: each recompute adds the steps done
+// since the last one over the isolated (1/n equal share) throughput then.
+func (e *Engine) problem(s *Snapshot) *policies.Problem {
+	counts := healthyCounts(s.GPUs)
+	p := &policies.Problem{GPUTypes: map[string]policies.GPUType{}, Seed: e.cfg.Seed}
+	for t, c := range counts {
+		p.GPUTypes[t] = policies.GPUType{Count: c}
+	}
+	in := map[string]bool{}
+	var runnable []Job
+	for _, j := range s.Jobs {
+		tp := map[string]float64{}
+		any := false
+		for t := range counts {
+			if v := j.Throughput[t]; v > 0 {
+				tp[t] = v
+				any = true
+			}
+		}
+		if !any {
+			continue // cannot run anywhere in this cluster
+		}
+		runnable = append(runnable, j)
+		in[j.ID] = true
+		done := j.TotalSteps - j.RemainingSteps
+		if t := e.isoTput[j.ID]; t > 0 {
+			e.isoTime[j.ID] += (done - e.isoSteps[j.ID]) / t
+		}
+		e.isoSteps[j.ID] = done
+		iso := e.isoTime[j.ID]
+		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: j.ScaleFactor, Weight: j.Weight,
+			RemainingSteps: math.Max(j.RemainingSteps, 0), TimeSinceStartS: math.Max(s.TimeS-j.ArrivalS, 0),
+			IsolatedTimeS: &iso}
+		if j.DeadlineS > 0 {
+			left := math.Max(j.DeadlineS-s.TimeS, 1e-3)
+			pj.SLOs = &left
+		}
+		p.Jobs = append(p.Jobs, pj)
+	}
+	// Isolated throughput for the next interval: an equal 1/n share
+	// (types in name order so that sums do not depend on map order).
+	names := typeNames(s.GPUs)
+	n := float64(len(runnable))
+	for _, j := range runnable {
+		sf := float64(max(j.ScaleFactor, 1))
+		sum := 0.0
+		for _, t := range names {
+			sum += float64(counts[t]) / (n * sf)
+		}
+		scale := 1.0
+		if sum > 1 {
+			scale = 1 / sum
+		}
+		tput := 0.0
+		for _, t := range names {
+			tput += j.Throughput[t] * float64(counts[t]) / (n * sf) * scale
+		}
+		e.isoTput[j.ID] = tput
+	}
+	if e.packing {
+		for _, pr := range s.Pairs {
+			if !in[pr.Jobs[0]] || !in[pr.Jobs[1]] {
+				continue
+			}
+			tp := map[string][2]float64{}
+			for t := range counts {
+				tp[t] = pr.Throughput[t]
+			}
+			p.Pairs = append(p.Pairs, policies.Pair{Jobs: pr.Jobs, Throughput: tp})
+		}
+	}
+	return p
+}

@@ -1,0 +1,321 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// isolatedSolve is a test-only policy: every job an equal 1/n share of
+// every type, X_mj = N_j/(n·sf_m), rows scaled to at most 1 (Gavel's
+// "isolated"). Pairs get nothing.
+func isolatedSolve(name string, p *policies.Problem) (*policies.Allocation, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var types []string
+	for t := range p.GPUTypes {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	a := &policies.Allocation{Policy: name, Types: types}
+	n := float64(len(p.Jobs))
+	for _, j := range p.Jobs {
+		sf := float64(max(j.ScaleFactor, 1))
+		row := make([]float64, len(types))
+		sum := 0.0
+		for k, t := range types {
+			if j.Throughput[t] > 0 {
+				row[k] = float64(p.GPUTypes[t].Count) / (n * sf)
+				sum += row[k]
+			}
+		}
+		if sum > 1 {
+			for k := range row {
+				row[k] /= sum
+			}
+		}
+		a.JobIDs = append(a.JobIDs, j.ID)
+		a.X = append(a.X, row)
+	}
+	for _, pr := range p.Pairs {
+		a.PairJobs = append(a.PairJobs, pr.Jobs)
+		a.PairX = append(a.PairX, make([]float64, len(types)))
+	}
+	return a, nil
+}
+
+func randomSnapshot(r *rand.Rand, perServer int) *Snapshot {
+	s := &Snapshot{TimeS: float64(r.IntN(100000))}
+	types := []string{"k80", "p100", "v100"}
+	for _, t := range types {
+		n := r.IntN(4) * perServer
+		for i := range n {
+			s.GPUs = append(s.GPUs, GPU{ID: fmt.Sprintf("%s-%d", t, i), Type: t,
+				Server: fmt.Sprintf("%s-s%d", t, i/perServer), Failed: r.IntN(20) == 0})
+		}
+	}
+	if len(s.GPUs) == 0 {
+		s.GPUs = append(s.GPUs, GPU{ID: "v100-0", Type: "v100", Server: "v100-s0"})
+	}
+	nj := 1 + r.IntN(15)
+	sfs := []int{1, 1, 1, 2, 4, 8}
+	for i := range nj {
+		j := Job{ID: fmt.Sprint(i), ScaleFactor: sfs[r.IntN(len(sfs))], Throughput: map[string]float64{},
+			ArrivalS: float64(i), TotalSteps: 1000, RemainingSteps: 500, ReceivedS: map[string]float64{}}
+		for _, t := range types {
+			if r.IntN(6) > 0 {
+				j.Throughput[t] = 1 + r.Float64()*10
+			}
+			j.ReceivedS[t] = float64(r.IntN(5000))
+		}
+		j.Throughput["v100"] = 5
+		s.Jobs = append(s.Jobs, j)
+	}
+	return s
+}
+
+// TestRoundProperties checks the mechanism's invariants on random
+// snapshots over several rounds: no job twice, no GPU twice, never more
+// GPUs than healthy ones of a type, the whole scale factor on one type,
+// only where the job can run, consolidated, leases kept.
+func TestRoundProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for trial := range 300 {
+		perServer := []int{1, 2, 4, 8}[trial%4]
+		compat := trial%2 == 0
+		e, err := New(Config{Policy: "test_perf", GavelCompat: compat, Solve: isolatedSolve})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := randomSnapshot(r, perServer)
+		for range 4 {
+			p, err := e.Round(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlan(t, s, p, perServer)
+			prev := map[string]Assignment{}
+			for _, a := range s.Running {
+				prev[UnitKey(a.Jobs)] = a
+			}
+			for _, a := range p.Assignments {
+				old, ok := prev[UnitKey(a.Jobs)]
+				if ok && old.Type == a.Type && sameSet(old.GPUs, a.GPUs) != (a.Action == Keep) {
+					t.Fatalf("trial %d: %v action %s, old GPUs %v new %v", trial, a.Jobs, a.Action, old.GPUs, a.GPUs)
+				}
+				if !ok && a.Action == Keep {
+					t.Fatalf("trial %d: %v kept without a previous placement", trial, a.Jobs)
+				}
+			}
+			s.Running = p.Assignments
+			s.TimeS += 360
+			for _, a := range p.Assignments {
+				for i := range s.Jobs {
+					if s.Jobs[i].ID == a.Jobs[0] {
+						s.Jobs[i].ReceivedS[a.Type] += 360
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLeaseKept: a unit selected again on the same type keeps its GPUs
+// when nothing bigger claims them (here: one job per type, plenty of room).
+func TestLeaseKept(t *testing.T) {
+	s := &Snapshot{}
+	for i := range 8 {
+		s.GPUs = append(s.GPUs, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
+	}
+	s.Jobs = []Job{{ID: "a", ScaleFactor: 2, Throughput: map[string]float64{"v100": 1}, TotalSteps: 9, RemainingSteps: 9}}
+	e, _ := New(Config{Policy: "p_perf", Solve: isolatedSolve})
+	p, _ := e.Round(s)
+	// Pretend the job was on g6, g7 last round.
+	s.Running = []Assignment{{Jobs: []string{"a"}, Type: "v100", GPUs: []string{"g6", "g7"}}}
+	p, _ = e.Round(s)
+	if a := p.Assignments[0]; a.Action != Keep || !sameSet(a.GPUs, []string{"g6", "g7"}) {
+		t.Fatalf("%+v", a)
+	}
+	// A failed GPU breaks the lease: the job moves.
+	s.GPUs[7].Failed = true
+	p, _ = e.Round(s)
+	if a := p.Assignments[0]; a.Action != Start || !p.Recomputed {
+		t.Fatalf("after failure: %+v recomputed=%v", a, p.Recomputed)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]bool{}
+	for _, x := range a {
+		m[x] = true
+	}
+	for _, x := range b {
+		if !m[x] {
+			return false
+		}
+	}
+	return true
+}
+
+func checkPlan(t *testing.T, s *Snapshot, p *Plan, perServer int) {
+	t.Helper()
+	gpu := map[string]GPU{}
+	free := map[string]int{}
+	for _, g := range s.GPUs {
+		gpu[g.ID] = g
+		if !g.Failed {
+			free[g.Type]++
+		}
+	}
+	job := map[string]Job{}
+	for _, j := range s.Jobs {
+		job[j.ID] = j
+	}
+	usedGPU := map[string]bool{}
+	usedJob := map[string]bool{}
+	perType := map[string]int{}
+	for _, a := range p.Assignments {
+		for _, id := range a.Jobs {
+			if usedJob[id] {
+				t.Fatalf("job %s scheduled twice", id)
+			}
+			usedJob[id] = true
+			j := job[id]
+			if len(a.GPUs) != j.ScaleFactor {
+				t.Fatalf("job %s: %d GPUs for scale factor %d", id, len(a.GPUs), j.ScaleFactor)
+			}
+			if j.Throughput[a.Type] <= 0 {
+				t.Fatalf("job %s on %s where it cannot run", id, a.Type)
+			}
+		}
+		for _, g := range a.GPUs {
+			if usedGPU[g] {
+				t.Fatalf("GPU %s used twice", g)
+			}
+			usedGPU[g] = true
+			if gpu[g].Type != a.Type || gpu[g].Failed {
+				t.Fatalf("GPU %s: type %s failed=%v for a %s assignment", g, gpu[g].Type, gpu[g].Failed, a.Type)
+			}
+		}
+		perType[a.Type] += len(a.GPUs)
+		if least := (len(a.GPUs) + perServer - 1) / perServer; len(a.Servers) < least {
+			t.Fatalf("%v: %d servers, fewer than possible", a.Jobs, len(a.Servers))
+		}
+	}
+	for tp, n := range perType {
+		if n > free[tp] {
+			t.Fatalf("%s: %d GPUs used, %d healthy", tp, n, free[tp])
+		}
+	}
+}
+
+// TestConsolidation: on an empty cluster of 4-GPU servers, jobs of 4 and 8
+// GPUs land on 1 and 2 servers, and keep them next round.
+func TestConsolidation(t *testing.T) {
+	s := &Snapshot{}
+	for i := range 16 {
+		s.GPUs = append(s.GPUs, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/4)})
+	}
+	for i, sf := range []int{1, 4, 8, 2} {
+		s.Jobs = append(s.Jobs, Job{ID: fmt.Sprint(i), ScaleFactor: sf, Throughput: map[string]float64{"v100": 1},
+			TotalSteps: 10, RemainingSteps: 10})
+	}
+	e, _ := New(Config{Policy: "test_perf", Solve: isolatedSolve})
+	p, err := e.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Assignments) != 4 {
+		t.Fatalf("%d assignments", len(p.Assignments))
+	}
+	for _, a := range p.Assignments {
+		if want := (len(a.GPUs) + 3) / 4; len(a.Servers) != want {
+			t.Fatalf("%v on %d GPUs uses %d servers, want %d", a.Jobs, len(a.GPUs), len(a.Servers), want)
+		}
+	}
+	s.Running = p.Assignments
+	s.TimeS = 360
+	p2, _ := e.Round(s)
+	for _, a := range p2.Assignments {
+		if a.Action != Keep {
+			t.Fatalf("%v not kept", a.Jobs)
+		}
+	}
+}
+
+// TestPriorityOrder: two jobs on one GPU alternate (each gets half);
+// recomputes follow events only, and compat throttles them to 1,920 s.
+func TestPriorityOrder(t *testing.T) {
+	s := &Snapshot{GPUs: []GPU{{ID: "g0", Type: "v100", Server: "s0"}}}
+	for i := range 2 {
+		s.Jobs = append(s.Jobs, Job{ID: fmt.Sprint(i), ScaleFactor: 1, Throughput: map[string]float64{"v100": 1},
+			TotalSteps: 1e6, RemainingSteps: 1e6, ReceivedS: map[string]float64{}})
+	}
+	e, _ := New(Config{Policy: "test_perf", GavelCompat: true, Solve: isolatedSolve})
+	counts := map[string]int{}
+	for round := range 10 {
+		p, err := e.Round(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (round == 0) != p.Recomputed {
+			t.Fatalf("round %d: recomputed=%v", round, p.Recomputed)
+		}
+		if len(p.Assignments) != 1 {
+			t.Fatalf("round %d: %d assignments", round, len(p.Assignments))
+		}
+		id := p.Assignments[0].Jobs[0]
+		counts[id]++
+		for i := range s.Jobs {
+			if s.Jobs[i].ID == id {
+				s.Jobs[i].ReceivedS["v100"] += 360
+			}
+		}
+		s.Running = p.Assignments
+		s.TimeS += 360
+	}
+	if counts["0"] != 5 || counts["1"] != 5 {
+		t.Fatalf("time split %v, want 5/5", counts)
+	}
+	s.Jobs = append(s.Jobs, Job{ID: "2", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1},
+		TotalSteps: 1e6, RemainingSteps: 1e6, ArrivalS: s.TimeS})
+	if p, _ := e.Round(s); !p.Recomputed {
+		t.Fatal("compat: the reset at t=0 must not throttle (reference quirk)")
+	}
+	s.Jobs = append(s.Jobs, Job{ID: "3", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1},
+		TotalSteps: 1e6, RemainingSteps: 1e6, ArrivalS: s.TimeS})
+	s.TimeS += 360
+	if p, _ := e.Round(s); p.Recomputed {
+		t.Fatal("compat: recomputed within 1,920 s")
+	}
+	s.TimeS += 1920
+	if p, _ := e.Round(s); !p.Recomputed {
+		t.Fatal("compat: no recompute after 1,920 s")
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	run := func() string {
+		r := rand.New(rand.NewPCG(7, 7))
+		e, _ := New(Config{Policy: "test", Solve: isolatedSolve, Seed: 3})
+		var out string
+		for range 20 {
+			p, err := e.Round(randomSnapshot(r, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out += fmt.Sprint(p.Assignments)
+		}
+		return out
+	}
+	if run() != run() {
+		t.Fatal("same inputs, different plans")
+	}
+}

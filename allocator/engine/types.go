@@ -1,0 +1,116 @@
+// Package engine is Rondo's round-based mechanism (Gavel §3.2, Algorithm 1),
+// independent of any backend. Each round a backend observes the cluster
+// (a Snapshot), the engine decides (a Plan) and the backend enforces it:
+//
+//	Backend.Observe ─► Snapshot ─► Engine.Round ─► Plan ─► Backend.Enforce
+//
+// The engine recomputes the policy's allocation X on reset events (job
+// arrival or completion, GPU failure or recovery), turns X into per-type
+// priorities X / (fraction of time received since the last recompute),
+// greedily picks jobs (or colocated pairs) per GPU type in priority order,
+// and places them, keeping a job's GPUs when it stays on the same type.
+// Policies are called only through policies.Solve.
+package engine
+
+import "github.com/rondo-sched/rondo/policies"
+
+// GPU is one accelerator as the backend sees it.
+type GPU struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Server string `json:"server"`
+	// Failed GPUs are neither counted nor placed on.
+	Failed bool `json:"failed,omitempty"`
+}
+
+// Job is one active (arrived, unfinished) job.
+type Job struct {
+	ID          string `json:"id"`
+	ScaleFactor int    `json:"scale_factor"`
+	// Throughput is the whole job's steps/s at its scale factor per GPU type;
+	// 0 or absent: cannot run there.
+	Throughput     map[string]float64 `json:"throughput"`
+	Weight         float64            `json:"weight"`
+	ArrivalS       float64            `json:"arrival_s"`
+	TotalSteps     float64            `json:"total_steps"`
+	RemainingSteps float64            `json:"remaining_steps"`
+	// DeadlineS is the SLO deadline (absolute time), 0 for none.
+	DeadlineS float64 `json:"deadline_s,omitempty"`
+	// ReceivedS is the cumulative time the job has been credited running
+	// alone, per GPU type. Cumulative values make Observe idempotent.
+	ReceivedS map[string]float64 `json:"received_s,omitempty"`
+}
+
+// Pair is a measured colocation of two active jobs of equal scale factor.
+type Pair struct {
+	Jobs       [2]string             `json:"jobs"`
+	Throughput map[string][2]float64 `json:"throughput"`
+	// ReceivedS is the cumulative time the pair has run together, per type.
+	ReceivedS map[string]float64 `json:"received_s,omitempty"`
+}
+
+// Action says what a backend does with an assignment.
+type Action string
+
+const (
+	// Keep: the unit keeps the GPUs it held last round (lease renewal).
+	Keep Action = "keep"
+	// Start: the unit (re)starts on these GPUs (new, resumed or moved).
+	Start Action = "start"
+)
+
+// Assignment is one unit (a job, or two jobs sharing GPUs) on a set of GPUs
+// of one type.
+type Assignment struct {
+	Jobs     []string `json:"jobs"`
+	Type     string   `json:"type"`
+	GPUs     []string `json:"gpus"`
+	Servers  []string `json:"servers"`
+	Action   Action   `json:"action,omitempty"`
+	Priority float64  `json:"priority"`
+}
+
+// Snapshot is what a backend observed at the start of a round.
+type Snapshot struct {
+	TimeS float64 `json:"time_s"`
+	GPUs  []GPU   `json:"gpus"`
+	// Jobs in arrival order.
+	Jobs []Job `json:"jobs"`
+	// Pairs are only read by packing policies.
+	Pairs []Pair `json:"pairs,omitempty"`
+	// Running is the placement in force (last round's assignments).
+	Running []Assignment `json:"running,omitempty"`
+}
+
+// Plan is the engine's decision for one round.
+type Plan struct {
+	TimeS       float64      `json:"time_s"`
+	Assignments []Assignment `json:"assignments"`
+	// Suspend lists active jobs that were running and are not in this round.
+	Suspend []string `json:"suspend,omitempty"`
+	// Recomputed is true when the allocation was recomputed this round.
+	Recomputed bool                 `json:"recomputed"`
+	SolveMS    float64              `json:"solve_ms,omitempty"`
+	Allocation *policies.Allocation `json:"-"`
+}
+
+// Backend is where plans take effect: the simulator or the Nomad cluster.
+type Backend interface {
+	// Observe reports the cluster and its jobs now.
+	Observe() (*Snapshot, error)
+	// Enforce carries the plan out; the simulator also advances time.
+	Enforce(*Plan) error
+}
+
+// Step runs one round: observe, decide, enforce.
+func Step(e *Engine, b Backend) (*Plan, error) {
+	s, err := b.Observe()
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.Round(s)
+	if err != nil {
+		return nil, err
+	}
+	return p, b.Enforce(p)
+}

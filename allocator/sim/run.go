@@ -1,0 +1,550 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/allocator/trace"
+)
+
+type pairInfo struct {
+	a, b *jobState
+	tput map[string][2]float64
+}
+
+// simulator is the virtual-time backend state.
+type simulator struct {
+	o       Options
+	tb      *throughputs.Table
+	eng     *engine.Engine
+	types   []string
+	gpus    []engine.GPU
+	nGPUs   int
+	src     Source
+	pending *trace.Job
+
+	all      []*jobState
+	active   []*jobState
+	pairRecv map[string]map[string]float64
+	pairTput map[[2]throughputs.Key]map[string][2]float64
+
+	now, roundStart, roundEnd float64
+	hasRoundEnd               bool
+	running                   []micro
+	prev                      []engine.Assignment
+	prevRunning               map[string]string // job -> GPU set last round
+
+	busyGPUS    float64
+	rounds      int
+	recomputes  int
+	preemptions int
+	solveMS     []float64
+	windowDone  int
+	idleRounds  int
+}
+
+// Run simulates the trace to the end of the measurement window.
+func Run(src Source, o Options) (*Result, error) {
+	wall := time.Now()
+	s := &simulator{o: o, src: src, tb: o.Throughputs, pairRecv: map[string]map[string]float64{},
+		pairTput: map[[2]throughputs.Key]map[string][2]float64{}, prevRunning: map[string]string{}}
+	if s.tb == nil {
+		s.tb = throughputs.Default()
+	}
+	if o.Cluster.GPUsPerServer <= 0 {
+		s.o.Cluster.GPUsPerServer = 1
+	}
+	if o.WindowEnd < o.WindowStart {
+		return nil, fmt.Errorf("sim: window end before start")
+	}
+	if err := s.buildCluster(); err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	s.eng = eng
+	if err := s.fetch(); err != nil {
+		return nil, err
+	}
+	for !s.finished() {
+		if o.MaxTimeS > 0 && s.now > o.MaxTimeS {
+			break
+		}
+		if err := s.step(); err != nil {
+			return nil, err
+		}
+		if o.Progress != nil {
+			o.Progress(s.now, s.rounds, len(s.active), s.windowDone)
+		}
+	}
+	res := s.result()
+	res.WallS = time.Since(wall).Seconds()
+	return res, nil
+}
+
+func (s *simulator) buildCluster() error {
+	for t := range s.o.Cluster.Types {
+		s.types = append(s.types, t)
+	}
+	sort.Strings(s.types)
+	per := s.o.Cluster.GPUsPerServer
+	for _, t := range s.types {
+		n := s.o.Cluster.Types[t]
+		for i := 0; i < n; i++ {
+			s.gpus = append(s.gpus, engine.GPU{ID: fmt.Sprintf("%s-%d", t, i), Type: t,
+				Server: fmt.Sprintf("%s-s%d", t, i/per)})
+		}
+		s.nGPUs += n
+	}
+	if s.nGPUs == 0 {
+		return fmt.Errorf("sim: the cluster has no GPUs")
+	}
+	return nil
+}
+
+func (s *simulator) fetch() error {
+	j, ok, err := s.src.Next()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.pending = nil
+		return nil
+	}
+	s.pending = &j
+	return nil
+}
+
+func (s *simulator) inWindow(id int) bool {
+	if s.o.WindowEnd == 0 {
+		return true
+	}
+	return id >= s.o.WindowStart && id < s.o.WindowEnd
+}
+
+func (s *simulator) finished() bool {
+	if s.o.WindowEnd > 0 {
+		return s.windowDone >= s.o.WindowEnd-s.o.WindowStart
+	}
+	return s.pending == nil && len(s.active) == 0
+}
+
+func (s *simulator) addJob(tj trace.Job) {
+	js := &jobState{tj: tj, id: fmt.Sprint(tj.ID), tput: map[string]float64{}, remaining: tj.TotalSteps,
+		received: map[string]float64{}, started: -1}
+	for _, t := range s.types {
+		if v, ok := s.tb.Isolated(tj.Key(), t); ok {
+			js.tput[t] = v
+		}
+	}
+	s.all = append(s.all, js)
+	s.active = append(s.active, js)
+}
+
+// isoTput is a job's throughput on an equal 1/n share of the cluster.
+func (s *simulator) isoTput(js *jobState, n int) float64 {
+	sf := float64(max(js.tj.ScaleFactor, 1))
+	sum, tput := 0.0, 0.0
+	for _, t := range s.types {
+		x := float64(s.o.Cluster.Types[t]) / (float64(n) * sf)
+		sum += x
+		tput += js.tput[t] * x
+	}
+	if sum > 1 {
+		tput /= sum
+	}
+	return tput
+}
+
+func (s *simulator) step() error {
+	// Advance the clock: to the end of the round, else to the next arrival.
+	if len(s.running) > 0 {
+		end := s.now
+		for _, m := range s.running {
+			end = math.Max(end, m.finish)
+		}
+		if s.hasRoundEnd {
+			s.roundStart = s.roundEnd
+		}
+		s.roundEnd, s.hasRoundEnd = end, true
+		s.now = end
+		s.idleRounds = 0
+	} else if s.pending != nil && s.pending.ArrivalS > s.now {
+		s.now = s.pending.ArrivalS
+	} else if s.pending == nil || s.pending.ArrivalS <= s.now {
+		if len(s.active) > 0 && s.rounds > 0 {
+			// Nothing ran and nothing arrives: idle for a round (a recompute
+			// may be throttled), and give up if that never ends.
+			s.idleRounds++
+			if s.idleRounds > 10000 {
+				return fmt.Errorf("sim: t=%.0f: %d active jobs can never run", s.now, len(s.active))
+			}
+			s.now += s.o.Engine.RoundS
+		}
+	}
+	s.complete()
+	for s.pending != nil && s.pending.ArrivalS <= s.now {
+		s.addJob(*s.pending)
+		if err := s.fetch(); err != nil {
+			return err
+		}
+	}
+	if len(s.active) == 0 {
+		return nil
+	}
+	snap := s.snapshot()
+	if s.o.Ideal {
+		return s.ideal(snap)
+	}
+	return s.mechanism(snap)
+}
+
+// complete credits the finished round's micro-tasks.
+func (s *simulator) complete() {
+	for _, m := range s.running {
+		credited := m.finish - s.roundStart
+		if !s.o.Engine.GavelCompat || s.o.Ideal {
+			credited = m.finish - m.start()
+		}
+		s.busyGPUS += credited * float64(len(m.gpus))
+		if len(m.jobs) == 2 {
+			r := s.pairRecv[m.pairKey]
+			if r == nil {
+				r = map[string]float64{}
+				s.pairRecv[m.pairKey] = r
+			}
+			r[m.typ] += credited
+		}
+		for i, js := range m.jobs {
+			if js.done {
+				continue
+			}
+			if len(m.jobs) == 1 {
+				js.received[m.typ] += credited
+			}
+			price := s.o.Cluster.PricePerHourUS[m.typ]
+			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1))
+			js.remaining -= m.steps[i]
+			if it := m.iso[i]; it > 0 {
+				js.isoTime += m.steps[i] / it
+			}
+			if js.remaining <= 0 {
+				js.done = true
+				js.finish = m.finish
+				if s.inWindow(js.tj.ID) {
+					s.windowDone++
+				}
+			}
+		}
+	}
+	s.running = nil
+	kept := s.active[:0]
+	for _, js := range s.active {
+		if !js.done {
+			kept = append(kept, js)
+		}
+	}
+	for i := len(kept); i < len(s.active); i++ {
+		s.active[i] = nil
+	}
+	s.active = kept
+}
+
+func (s *simulator) pairKeys(a, b *jobState) map[string][2]float64 {
+	k := [2]throughputs.Key{a.tj.Key(), b.tj.Key()}
+	if v, ok := s.pairTput[k]; ok {
+		return v
+	}
+	v := map[string][2]float64{}
+	for _, t := range s.types {
+		if p, ok := s.tb.Pair(k[0], k[1], t); ok {
+			v[t] = p
+		}
+	}
+	s.pairTput[k] = v
+	return v
+}
+
+func (s *simulator) snapshot() *engine.Snapshot {
+	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev}
+	for _, js := range s.active {
+		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
+			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received}
+		if js.tj.SLOFactor > 0 {
+			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
+		}
+		snap.Jobs = append(snap.Jobs, j)
+	}
+	if s.eng.Packing() {
+		for i, a := range s.active {
+			for _, b := range s.active[i+1:] {
+				if a.tj.ScaleFactor != b.tj.ScaleFactor {
+					continue
+				}
+				tp := s.pairKeys(a, b)
+				useful := false
+				for _, v := range tp {
+					useful = useful || (v[0] > 0 && v[1] > 0)
+				}
+				if !useful {
+					continue
+				}
+				p := engine.Pair{Jobs: [2]string{a.id, b.id}, Throughput: tp}
+				p.ReceivedS = s.pairRecv[engine.UnitKey(p.Jobs[:])]
+				snap.Pairs = append(snap.Pairs, p)
+			}
+		}
+	}
+	return snap
+}
+
+func (s *simulator) durationS(js *jobState) float64 {
+	if js.tj.DurationS > 0 {
+		return js.tj.DurationS
+	}
+	if v := js.tput["v100"]; v > 0 {
+		return js.tj.TotalSteps / v
+	}
+	return 0
+}
+
+func (s *simulator) byID(ids []string) []*jobState {
+	out := make([]*jobState, 0, len(ids))
+	for _, id := range ids {
+		for _, js := range s.active {
+			if js.id == id {
+				out = append(out, js)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (s *simulator) mechanism(snap *engine.Snapshot) error {
+	plan, err := s.eng.Round(snap)
+	if err != nil {
+		return err
+	}
+	s.rounds++
+	if plan.Recomputed {
+		s.recomputes++
+		s.solveMS = append(s.solveMS, plan.SolveMS)
+	}
+	n := len(s.active)
+	round := s.o.Engine.RoundS
+	if round == 0 {
+		round = 360
+	}
+	now := map[string]string{}
+	for _, a := range plan.Assignments {
+		jobs := s.byID(a.Jobs)
+		m := micro{jobs: jobs, typ: a.Type, gpus: a.GPUs, begin: s.now}
+		var tput [2]float64
+		if len(jobs) == 2 {
+			m.pairKey = engine.UnitKey(a.Jobs)
+			tput = s.pairKeys(jobs[0], jobs[1])[a.Type]
+		} else {
+			tput[0] = jobs[0].tput[a.Type]
+		}
+		cost := 0.0
+		gpuKey := fmt.Sprint(a.Type, a.GPUs)
+		for _, js := range jobs {
+			if s.o.PreemptionCostS > 0 && js.ran && s.prevRunning[js.id] != gpuKey {
+				cost = s.o.PreemptionCostS
+			}
+			if old, ok := s.prevRunning[js.id]; ok && old != gpuKey {
+				s.preemptions++
+			}
+			now[js.id] = gpuKey
+		}
+		m.finish = s.now
+		for i, js := range jobs {
+			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
+			m.steps = append(m.steps, steps)
+			m.iso = append(m.iso, s.isoTput(js, n))
+			if tput[i] > 0 {
+				m.finish = math.Max(m.finish, s.now+cost+steps/tput[i])
+			}
+			if !js.ran {
+				js.ran = true
+				js.started = s.now
+			}
+		}
+		s.running = append(s.running, m)
+	}
+	s.preemptions += len(plan.Suspend)
+	s.prevRunning = now
+	s.prev = plan.Assignments
+	return nil
+}
+
+// ideal realizes the allocation fluidly until the next arrival.
+func (s *simulator) ideal(snap *engine.Snapshot) error {
+	recomputed, solveMS, err := s.eng.Allocate(snap)
+	if err != nil {
+		return err
+	}
+	s.rounds++
+	if recomputed {
+		s.recomputes++
+		s.solveMS = append(s.solveMS, solveMS)
+	}
+	a := s.eng.Allocation()
+	if a == nil {
+		return nil
+	}
+	idx := map[string]int{}
+	for i, id := range a.JobIDs {
+		idx[id] = i
+	}
+	dt := 0.0
+	if s.pending != nil {
+		dt = s.pending.ArrivalS - s.now
+	} else {
+		// No more arrivals: run until the first job would finish.
+		dt = math.Inf(1)
+		for i, id := range a.JobIDs {
+			if js := s.byID([]string{id}); len(js) == 1 && a.Effective[i] > 0 {
+				dt = math.Min(dt, js[0].remaining/a.Effective[i])
+			}
+		}
+		if math.IsInf(dt, 1) {
+			return fmt.Errorf("sim: t=%.0f: the allocation runs no job", s.now)
+		}
+		dt = math.Max(math.Ceil(dt)+1, 1)
+	}
+	steps := map[string]float64{}
+	for m, id := range a.JobIDs {
+		js := s.byID([]string{id})
+		if len(js) == 0 {
+			continue
+		}
+		for k, t := range a.Types {
+			steps[id] += math.Trunc(a.X[m][k] * dt * js[0].tput[t])
+		}
+	}
+	for p, pj := range a.PairJobs {
+		js := s.byID(pj[:])
+		if len(js) != 2 {
+			continue
+		}
+		tp := s.pairKeys(js[0], js[1])
+		for k, t := range a.Types {
+			for i := range 2 {
+				steps[pj[i]] += math.Trunc(a.PairX[p][k] * dt * tp[t][i])
+			}
+		}
+	}
+	n := len(s.active)
+	for _, js := range s.active {
+		st, ok := steps[js.id]
+		if !ok {
+			continue
+		}
+		if !js.ran && st > 0 {
+			js.ran, js.started = true, s.now
+		}
+		s.running = append(s.running, micro{jobs: []*jobState{js}, typ: "", gpus: nil,
+			steps: []float64{st}, iso: []float64{s.isoTput(js, n)}, finish: s.now + dt, begin: s.now})
+	}
+	// Busy time: the allocation's GPU share over the interval.
+	for m := range a.X {
+		sf := 1.0
+		if js := s.byID([]string{a.JobIDs[m]}); len(js) == 1 {
+			sf = float64(max(js[0].tj.ScaleFactor, 1))
+		}
+		for k := range a.Types {
+			s.busyGPUS += a.X[m][k] * sf * dt
+		}
+	}
+	for p := range a.PairX {
+		for k := range a.Types {
+			s.busyGPUS += a.PairX[p][k] * dt
+		}
+	}
+	return nil
+}
+
+func (s *simulator) result() *Result {
+	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, EndS: s.now}
+	r.Finished = s.finished()
+	var jcts, rhos []float64
+	first, last := math.Inf(1), 0.0
+	slo := 0
+	anySLO := false
+	for _, js := range s.all {
+		in := s.inWindow(js.tj.ID)
+		jr := JobResult{ID: js.tj.ID, Model: js.tj.Model, ScaleFactor: js.tj.ScaleFactor, Priority: js.tj.Priority,
+			ArrivalS: js.tj.ArrivalS, StartS: js.started, TotalSteps: js.tj.TotalSteps, InWindow: in, Done: js.done, CostUSD: js.cost}
+		r.CostUSD += js.cost
+		if js.done {
+			jr.FinishS = js.finish
+			jr.JCTS = js.finish - js.tj.ArrivalS
+			if js.isoTime > 0 {
+				jr.Rho = jr.JCTS / js.isoTime
+			}
+		}
+		r.Jobs = append(r.Jobs, jr)
+		if !in {
+			continue
+		}
+		r.JobsInWindow++
+		if js.tj.SLOFactor > 0 {
+			anySLO = true
+			if !js.done || js.finish > js.tj.ArrivalS+js.tj.SLOFactor*s.durationS(js) {
+				slo++
+			}
+		}
+		first = math.Min(first, js.tj.ArrivalS)
+		if js.done {
+			r.JobsDone++
+			jcts = append(jcts, jr.JCTS)
+			last = math.Max(last, js.finish)
+			if jr.Rho > 0 {
+				rhos = append(rhos, jr.Rho)
+			}
+		}
+	}
+	if anySLO {
+		r.SLOViolations = &slo
+	}
+	if len(jcts) > 0 {
+		sum := 0.0
+		for _, v := range jcts {
+			sum += v
+		}
+		r.AvgJCTS = sum / float64(len(jcts))
+		sj := sortedCopy(jcts)
+		r.P50JCTS = Percentile(sj, 50)
+		r.P99JCTS = Percentile(sj, 99)
+		r.MakespanS = last - first
+	}
+	if len(rhos) > 0 {
+		sum, gt := 0.0, 0
+		for _, v := range rhos {
+			sum += v
+			r.FTFRhoMax = math.Max(r.FTFRhoMax, v)
+			if v > 1 {
+				gt++
+			}
+		}
+		r.FTFRhoAvg = sum / float64(len(rhos))
+		r.FTFRhoFracGt1 = float64(gt) / float64(len(rhos))
+	}
+	if s.now > 0 {
+		r.Utilization = s.busyGPUS / (float64(s.nGPUs) * s.now)
+	}
+	if len(s.solveMS) > 0 {
+		ss := sortedCopy(s.solveMS)
+		r.SolveMSP50 = Percentile(ss, 50)
+		r.SolveMSMax = ss[len(ss)-1]
+	}
+	return r
+}

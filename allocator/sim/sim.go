@@ -1,0 +1,198 @@
+// Package sim is the simulator backend: it drives the engine with virtual
+// time over a trace, using measured throughputs as the ground truth, and
+// reports JCT, makespan, utilization and the other metrics of Gavel's
+// evaluation.
+//
+// A round runs each placed unit for min(⌊T·round⌋, remaining) steps; the
+// round ends at the latest finish among its micro-tasks; arrivals join at
+// round boundaries; when nothing runs the clock jumps to the next arrival.
+// JCT is the finish of a job's last step minus its exact arrival time.
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/allocator/trace"
+)
+
+// Cluster is the simulated cluster: GPUs per type and GPUs per server.
+type Cluster struct {
+	Types          map[string]int
+	GPUsPerServer  int
+	PricePerHourUS map[string]float64
+}
+
+// ParseCluster reads "v100=36,p100=36,k80=36".
+func ParseCluster(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if !ok || strings.TrimSpace(k) == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("cluster %q: want type=count[,type=count...]", s)
+		}
+		out[strings.TrimSpace(k)] = n
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cluster %q: no GPU types", s)
+	}
+	return out, nil
+}
+
+// DefaultPrices are per-GPU on-demand dollars per hour used for the cost
+// metric (AWS p3/p2-era list prices; Gavel's cost experiments use
+// comparable figures).
+var DefaultPrices = map[string]float64{"v100": 3.06, "p100": 1.46, "k80": 0.90}
+
+// Source yields jobs in arrival order; ok is false when the trace ends.
+type Source interface {
+	Next() (trace.Job, bool, error)
+}
+
+// SliceSource replays a fixed list of jobs (sorted by arrival).
+type SliceSource struct {
+	Jobs []trace.Job
+	i    int
+}
+
+func (s *SliceSource) Next() (trace.Job, bool, error) {
+	if s.i >= len(s.Jobs) {
+		return trace.Job{}, false, nil
+	}
+	s.i++
+	return s.Jobs[s.i-1], true, nil
+}
+
+// GeneratorSource draws an endless synthetic trace (or Limit jobs, if set).
+type GeneratorSource struct {
+	G     *trace.Generator
+	Limit int
+	n     int
+}
+
+func (s *GeneratorSource) Next() (trace.Job, bool, error) {
+	if s.Limit > 0 && s.n >= s.Limit {
+		return trace.Job{}, false, nil
+	}
+	s.n++
+	j, err := s.G.Next()
+	return j, err == nil, err
+}
+
+// Options configure one simulation.
+type Options struct {
+	Cluster     Cluster
+	Engine      engine.Config
+	Throughputs *throughputs.Table
+	// Window is the half-open range of job ids measured; the run ends when
+	// all of them finished. Zero: every job in the trace.
+	WindowStart, WindowEnd int
+	// Ideal realizes the allocation fluidly (X·Δt·T steps until the next
+	// arrival) instead of running the round-based mechanism.
+	Ideal bool
+	// PreemptionCostS is lost from the round of a job that (re)starts after
+	// having run before (checkpoint + restore), default 0.
+	PreemptionCostS float64
+	// MaxTimeS stops a run that does not finish (0: no limit).
+	MaxTimeS float64
+	// Progress, if set, is called after every round.
+	Progress func(now float64, rounds, active, done int)
+}
+
+type jobState struct {
+	tj        trace.Job
+	id        string
+	tput      map[string]float64
+	remaining float64
+	received  map[string]float64
+	started   float64
+	ran       bool
+	finish    float64
+	done      bool
+	isoTime   float64
+	lastGPUs  string
+	cost      float64
+}
+
+type micro struct {
+	begin   float64
+	iso     []float64
+	jobs    []*jobState
+	typ     string
+	gpus    []string
+	steps   []float64
+	finish  float64
+	pairKey string
+}
+
+// JobResult is one job's outcome.
+type JobResult struct {
+	ID          int     `json:"id"`
+	Model       string  `json:"model"`
+	ScaleFactor int     `json:"scale_factor"`
+	Priority    float64 `json:"priority"`
+	ArrivalS    float64 `json:"arrival_s"`
+	StartS      float64 `json:"start_s"`
+	FinishS     float64 `json:"finish_s"`
+	JCTS        float64 `json:"jct_s"`
+	TotalSteps  float64 `json:"total_steps"`
+	Rho         float64 `json:"rho"`
+	CostUSD     float64 `json:"cost_usd"`
+	InWindow    bool    `json:"in_window"`
+	Done        bool    `json:"done"`
+}
+
+// Result holds the run's metrics; JSON names are the CLI's contract.
+type Result struct {
+	Policy        string      `json:"policy"`
+	AvgJCTS       float64     `json:"avg_jct_s"`
+	P50JCTS       float64     `json:"p50_jct_s"`
+	P99JCTS       float64     `json:"p99_jct_s"`
+	MakespanS     float64     `json:"makespan_s"`
+	Utilization   float64     `json:"utilization"`
+	JobsInWindow  int         `json:"jobs_in_window"`
+	JobsDone      int         `json:"jobs_done"`
+	Rounds        int         `json:"rounds"`
+	Recomputes    int         `json:"recomputes"`
+	Preemptions   int         `json:"preemptions"`
+	SolveMSP50    float64     `json:"solve_ms_p50"`
+	SolveMSMax    float64     `json:"solve_ms_max"`
+	WallS         float64     `json:"wall_s"`
+	FTFRhoAvg     float64     `json:"ftf_rho_avg"`
+	FTFRhoMax     float64     `json:"ftf_rho_max"`
+	FTFRhoFracGt1 float64     `json:"ftf_rho_frac_gt_1"`
+	CostUSD       float64     `json:"cost_usd"`
+	SLOViolations *int        `json:"slo_violations,omitempty"`
+	EndS          float64     `json:"end_s"`
+	Finished      bool        `json:"finished"`
+	Jobs          []JobResult `json:"-"`
+}
+
+// Percentile is numpy's default (linear interpolation) percentile.
+func Percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	pos := q / 100 * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(sorted)-1)
+	return sorted[lo] + (sorted[hi]-sorted[lo])*(pos-float64(lo))
+}
+
+func sortedCopy(v []float64) []float64 {
+	c := append([]float64(nil), v...)
+	sort.Float64s(c)
+	return c
+}
+
+func (m micro) start() float64 { return m.begin }

@@ -1,0 +1,142 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"testing"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/trace"
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// isolatedSolve is a test-only policy (policies land separately): an equal
+// 1/n share of every type, rows capped at 1.
+func isolatedSolve(name string, p *policies.Problem) (*policies.Allocation, error) {
+	var types []string
+	for t := range p.GPUTypes {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	a := &policies.Allocation{Policy: name, Types: types}
+	n := float64(len(p.Jobs))
+	for _, j := range p.Jobs {
+		sf := float64(max(j.ScaleFactor, 1))
+		row := make([]float64, len(types))
+		sum := 0.0
+		for k, t := range types {
+			if j.Throughput[t] > 0 {
+				row[k] = float64(p.GPUTypes[t].Count) / (n * sf)
+				sum += row[k]
+			}
+		}
+		eff := 0.0
+		for k, t := range types {
+			if sum > 1 {
+				row[k] /= sum
+			}
+			eff += row[k] * j.Throughput[t]
+		}
+		a.JobIDs = append(a.JobIDs, j.ID)
+		a.X = append(a.X, row)
+		a.Effective = append(a.Effective, eff)
+	}
+	for _, pr := range p.Pairs {
+		a.PairJobs = append(a.PairJobs, pr.Jobs)
+		a.PairX = append(a.PairX, make([]float64, len(types)))
+	}
+	return a, nil
+}
+
+func smallRun(t *testing.T, compat, ideal bool, jobs []trace.Job) *Result {
+	t.Helper()
+	res, err := Run(&SliceSource{Jobs: jobs}, Options{
+		Cluster: Cluster{Types: map[string]int{"v100": 8, "p100": 8, "k80": 8}, GPUsPerServer: 2, PricePerHourUS: DefaultPrices},
+		Engine:  engine.Config{Policy: "test_perf", GavelCompat: compat, Solve: isolatedSolve, RoundS: 360},
+		Ideal:   ideal,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestStaticFinishesAllJobs(t *testing.T) {
+	jobs, err := trace.Generate(trace.Options{Seed: 1, MultiGPU: true}, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, compat := range []bool{false, true} {
+		res := smallRun(t, compat, false, jobs)
+		if !res.Finished || res.JobsDone != 20 || res.JobsInWindow != 20 {
+			t.Fatalf("compat=%v: %+v", compat, res)
+		}
+		if res.Utilization <= 0 || res.Utilization > 1.0001 {
+			t.Fatalf("utilization %v", res.Utilization)
+		}
+		if res.AvgJCTS <= 0 || res.P99JCTS < res.P50JCTS || res.MakespanS < res.P99JCTS*0.99 {
+			t.Fatalf("metrics %+v", res)
+		}
+		// Every job's JCT is at least its isolated time on the fastest type.
+		for _, j := range res.Jobs {
+			if j.JCTS <= 0 {
+				t.Fatalf("job %d: JCT %v", j.ID, j.JCTS)
+			}
+		}
+	}
+}
+
+// TestIdealCloseToMechanism: realizing the same allocation fluidly or in
+// rounds gives similar average JCTs on a continuous trace.
+func TestIdealCloseToMechanism(t *testing.T) {
+	jobs, err := trace.Generate(trace.Options{Seed: 0, Rate: 2}, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mech := smallRun(t, false, false, jobs)
+	ideal := smallRun(t, false, true, jobs)
+	if !mech.Finished || !ideal.Finished {
+		t.Fatal("unfinished run")
+	}
+	ratio := mech.AvgJCTS / ideal.AvgJCTS
+	t.Logf("avg JCT mechanism %.0f s, ideal %.0f s (ratio %.3f)", mech.AvgJCTS, ideal.AvgJCTS, ratio)
+	if math.Abs(ratio-1) > 0.35 {
+		t.Fatalf("mechanism and ideal differ by %.0f%%", (ratio-1)*100)
+	}
+}
+
+func TestWindowAndDeterminism(t *testing.T) {
+	g1, _ := trace.NewGenerator(trace.Options{Seed: 2, Rate: 0.5, MultiGPU: true})
+	g2, _ := trace.NewGenerator(trace.Options{Seed: 2, Rate: 0.5, MultiGPU: true})
+	o := Options{
+		Cluster:     Cluster{Types: map[string]int{"v100": 8, "p100": 8, "k80": 8}, GPUsPerServer: 1},
+		Engine:      engine.Config{Policy: "test", GavelCompat: true, Solve: isolatedSolve},
+		WindowStart: 5, WindowEnd: 15, MaxTimeS: 1e8,
+	}
+	a, err := Run(&GeneratorSource{G: g1}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Run(&GeneratorSource{G: g2}, o)
+	if a.JobsInWindow != 10 || a.JobsDone != 10 {
+		t.Fatalf("window: %d in, %d done", a.JobsInWindow, a.JobsDone)
+	}
+	if a.AvgJCTS != b.AvgJCTS || a.Rounds != b.Rounds || a.Preemptions != b.Preemptions {
+		t.Fatal("same seed, different results")
+	}
+}
+
+func TestParseCluster(t *testing.T) {
+	c, err := ParseCluster("v100=36, p100=36,k80=36")
+	if err != nil || c["v100"] != 36 || len(c) != 3 {
+		t.Fatal(c, err)
+	}
+	for _, bad := range []string{"", "v100", "v100=x", "=3", "v100=-1"} {
+		if _, err := ParseCluster(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if Percentile([]float64{1, 2, 3, 4}, 50) != 2.5 {
+		t.Fatal("percentile")
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/cli"
+	"github.com/mattn/go-isatty"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/sim"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/allocator/trace"
+)
+
+func init() {
+	register("simulate", func() (cli.Command, error) { return newSimulate(), nil })
+}
+
+type simulateCmd struct {
+	base
+	cluster, policy, traceArg, window, tputFile, outDir, prices string
+	perServer, jobs                                             int
+	rate, round, preempt, maxTime                               float64
+	seed                                                        int64
+	multiGPU, multiPriority, jsonOut, compat, ideal             bool
+}
+
+func newSimulate() *simulateCmd {
+	c := &simulateCmd{base: newBase("simulate", "Simulate a policy on a trace with the round-based mechanism",
+		"--policy NAME [options]")}
+	f := c.flags
+	f.StringVar(&c.cluster, "cluster", "v100=36,p100=36,k80=36", "GPUs per type")
+	f.IntVar(&c.perServer, "gpus-per-server", 1, "GPUs per server")
+	f.StringVar(&c.policy, "policy", "", "policy name (see 'rondo policy list')")
+	f.StringVar(&c.traceArg, "trace", "continuous", "continuous, static, or a trace FILE (Gavel .trace or JSON lines)")
+	f.Float64Var(&c.rate, "rate", 4.0, "arrival rate, jobs per hour (continuous traces)")
+	f.Int64Var(&c.seed, "seed", 0, "random seed")
+	f.BoolVar(&c.multiGPU, "multi-gpu", false, "generate multi-GPU jobs")
+	f.BoolVar(&c.multiPriority, "multi-priority", false, "generate high-priority jobs (20% at weight 5)")
+	f.IntVar(&c.jobs, "jobs", 0, "number of jobs (static traces; caps continuous ones)")
+	f.Float64Var(&c.round, "round", 360, "round length, seconds")
+	f.StringVar(&c.window, "window", "", "measured job ids START:END (default 4000:5000 for continuous traces, all jobs otherwise)")
+	f.StringVar(&c.tputFile, "throughputs", "", "throughput JSON file (default: the embedded Gavel measurements)")
+	f.StringVar(&c.outDir, "out", "", "directory for per-job results (jobs.csv)")
+	f.BoolVar(&c.jsonOut, "json", false, "print one JSON object with the metrics")
+	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
+	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
+	f.Float64Var(&c.preempt, "preemption-cost", 0, "seconds lost when a job (re)starts after running (checkpoint + restore)")
+	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
+	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
+	return c
+}
+
+func parseWindow(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, ":")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	if !ok || err1 != nil || err2 != nil || lo < 0 || hi <= lo {
+		return 0, 0, fmt.Errorf("--window %q: want START:END with 0 <= START < END", s)
+	}
+	return lo, hi, nil
+}
+
+func parsePrices(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if !ok || err != nil || f < 0 {
+			return nil, fmt.Errorf("--prices %q: want type=dollars[,...]", s)
+		}
+		out[strings.TrimSpace(k)] = f
+	}
+	return out, nil
+}
+
+func (c *simulateCmd) Run(args []string) int {
+	if code := c.parse(args); code >= 0 {
+		return code
+	}
+	if c.policy == "" {
+		return c.fail(fmt.Errorf("--policy is required"))
+	}
+	types, err := sim.ParseCluster(c.cluster)
+	if err != nil {
+		return c.fail(err)
+	}
+	prices, err := parsePrices(c.prices)
+	if err != nil {
+		return c.fail(err)
+	}
+	tb := throughputs.Default()
+	if c.tputFile != "" {
+		if tb, err = throughputs.Load(c.tputFile); err != nil {
+			return c.fail(err)
+		}
+	}
+	o := sim.Options{
+		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
+		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
+		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, MaxTimeS: c.maxTime,
+	}
+	var src sim.Source
+	switch c.traceArg {
+	case "continuous", "static":
+		rate := c.rate
+		if c.traceArg == "static" {
+			rate = 0
+			if c.jobs <= 0 {
+				return c.fail(fmt.Errorf("--trace static needs --jobs N"))
+			}
+		}
+		g, err := trace.NewGenerator(trace.Options{Seed: c.seed, Rate: rate, MultiGPU: c.multiGPU,
+			MultiPriority: c.multiPriority, Throughputs: tb})
+		if err != nil {
+			return c.fail(err)
+		}
+		src = &sim.GeneratorSource{G: g, Limit: c.jobs}
+		if c.traceArg == "continuous" && c.window == "" && c.jobs == 0 {
+			c.window = "4000:5000"
+		}
+	default:
+		jobs, err := trace.ReadFile(c.traceArg)
+		if err != nil {
+			return c.fail(err)
+		}
+		if c.jobs > 0 && c.jobs < len(jobs) {
+			jobs = jobs[:c.jobs]
+		}
+		src = &sim.SliceSource{Jobs: jobs}
+	}
+	if c.window != "" {
+		if o.WindowStart, o.WindowEnd, err = parseWindow(c.window); err != nil {
+			return c.fail(err)
+		}
+	}
+	if f, ok := c.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+		o.Progress = func(now float64, rounds, active, done int) {
+			if rounds%50 == 0 {
+				fmt.Fprintf(f, "\rt=%.1fh rounds=%d active=%d window done=%d   ", now/3600, rounds, active, done)
+			}
+		}
+		defer fmt.Fprint(f, "\r\033[K")
+	}
+	res, err := sim.Run(src, o)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.outDir != "" {
+		if err := writeJobsCSV(c.outDir, res.Jobs); err != nil {
+			return c.fail(err)
+		}
+	}
+	if c.jsonOut {
+		if err := json.NewEncoder(c.stdout).Encode(res); err != nil {
+			return c.fail(err)
+		}
+	} else {
+		fmt.Fprintf(c.stdout, "policy %s: %d/%d jobs in window done, avg JCT %.2f h (p50 %.2f h, p99 %.2f h), makespan %.2f h\n",
+			res.Policy, res.JobsDone, res.JobsInWindow, res.AvgJCTS/3600, res.P50JCTS/3600, res.P99JCTS/3600, res.MakespanS/3600)
+		fmt.Fprintf(c.stdout, "utilization %.3f, %d rounds, %d recomputes, %d preemptions, solve p50 %.1f ms max %.1f ms, cost $%.0f, wall %.1f s\n",
+			res.Utilization, res.Rounds, res.Recomputes, res.Preemptions, res.SolveMSP50, res.SolveMSMax, res.CostUSD, res.WallS)
+	}
+	if !res.Finished {
+		fmt.Fprintf(c.stderr, "rondo simulate: stopped at t=%.0f s before every measured job finished\n", res.EndS)
+		return 2
+	}
+	return 0
+}
+
+func writeJobsCSV(dir string, jobs []sim.JobResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "jobs.csv"))
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	_ = w.Write([]string{"id", "model", "scale_factor", "priority", "arrival_s", "start_s", "finish_s", "jct_s", "total_steps", "rho", "cost_usd", "in_window", "done"})
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, j := range jobs {
+		_ = w.Write([]string{strconv.Itoa(j.ID), j.Model, strconv.Itoa(j.ScaleFactor), g(j.Priority), g(j.ArrivalS), g(j.StartS),
+			g(j.FinishS), g(j.JCTS), g(j.TotalSteps), g(j.Rho), g(j.CostUSD), strconv.FormatBool(j.InWindow), strconv.FormatBool(j.Done)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
