@@ -144,7 +144,7 @@ func newFixture(t *testing.T, audiences ...string) *fixture {
 func claims(job, alloc string) cl {
 	now := time.Now()
 	return cl{jwt.Claims{IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Hour)),
-			Audience: jwt.Audience{"rondo-lease"}},
+		Audience: jwt.Audience{"rondo-lease"}},
 		nomadClaims{Namespace: "default", JobID: job, AllocID: alloc, Task: "train"}}
 }
 
