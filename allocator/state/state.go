@@ -15,6 +15,9 @@ import (
 const SchemaVersion = 1
 
 // State is everything the allocator must not forget across a restart.
+//
+// Jobs are keyed by the agent's job key: the job id, or "namespace/id" when
+// the agent manages several namespaces (ids are unique only per namespace).
 type State struct {
 	Version int `json:"version"`
 	// Round is the number of the last round whose plan was recorded.
