@@ -358,3 +358,20 @@ func TestBadRequests(t *testing.T) {
 		t.Fatalf("unknown job: %d, want 404", code)
 	}
 }
+
+func TestConcurrentVerifyFetchesOnce(t *testing.T) {
+	f := newFixture(t)
+	tok := f.rs.token(t, claims("train", "a"))
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if _, err := f.v.Verify(context.Background(), tok); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := f.jwks.fetches.Load(); n != 1 {
+		t.Fatalf("20 concurrent first verifications fetched the JWKS %d times, want 1", n)
+	}
+}

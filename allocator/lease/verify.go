@@ -59,7 +59,8 @@ type JWKSVerifier struct {
 	// Now, for tests; default time.Now.
 	Now func() time.Time
 
-	mu        sync.Mutex
+	fetchMu   sync.Mutex // serialises fetches
+	mu        sync.Mutex // guards keys and lastFetch
 	keys      map[string]jose.JSONWebKey
 	lastFetch time.Time
 }
@@ -119,27 +120,40 @@ func (v *JWKSVerifier) Verify(ctx context.Context, token string) (*Identity, err
 // errKeyUnavailable is a JWKS fetch failure: not the caller's fault.
 var errKeyUnavailable = errors.New("workload identity keys unavailable")
 
-func (v *JWKSVerifier) key(ctx context.Context, kid string) (jose.JSONWebKey, error) {
+func (v *JWKSVerifier) cached(kid string) (jose.JSONWebKey, bool, bool, time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if k, ok := v.keys[kid]; ok {
+	k, ok := v.keys[kid]
+	return k, ok, v.keys != nil, v.lastFetch
+}
+
+func (v *JWKSVerifier) key(ctx context.Context, kid string) (jose.JSONWebKey, error) {
+	if k, ok, _, _ := v.cached(kid); ok {
+		return k, nil
+	}
+	// One fetch at a time: concurrent misses wait for it and find the key,
+	// while hits on known kids never wait behind a slow JWKS.
+	v.fetchMu.Lock()
+	defer v.fetchMu.Unlock()
+	k, ok, have, last := v.cached(kid)
+	if ok {
 		return k, nil
 	}
 	minRefetch := v.MinRefetch
 	if minRefetch == 0 {
 		minRefetch = 5 * time.Second
 	}
-	if v.keys != nil && time.Since(v.lastFetch) < minRefetch {
+	if have && time.Since(last) < minRefetch {
 		return jose.JSONWebKey{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
 	}
-	// Holding the lock while fetching makes concurrent misses wait for one
-	// fetch instead of each doing their own.
 	keys, err := v.fetch(ctx)
 	if err != nil {
 		return jose.JSONWebKey{}, fmt.Errorf("%w: %v", errKeyUnavailable, err)
 	}
+	v.mu.Lock()
 	v.keys, v.lastFetch = keys, time.Now()
-	if k, ok := v.keys[kid]; ok {
+	v.mu.Unlock()
+	if k, ok := keys[kid]; ok {
 		return k, nil
 	}
 	return jose.JSONWebKey{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
