@@ -47,6 +47,9 @@ type AgentOptions struct {
 	ExtraHCL string
 	// StartTimeout bounds the wait for a ready node; default 90s.
 	StartTimeout time.Duration
+	// ACL enables ACLs; StartAgent bootstraps them and gives Client() the
+	// management token (also in Agent.ManagementToken).
+	ACL bool
 }
 
 // Agent is a running Nomad agent.
@@ -59,6 +62,8 @@ type Agent struct {
 	client   *api.Client
 	logPath  string
 	stopOnce sync.Once
+	// ManagementToken is the bootstrap token's secret when ACLs are on.
+	ManagementToken string
 }
 
 // moduleRoot is the directory holding go.mod.
@@ -202,6 +207,9 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 	for name, body := range opts.Plugins {
 		fmt.Fprintf(&cfg, "plugin %s {\n  config {\n%s\n  }\n}\n", quote(name), body)
 	}
+	if opts.ACL {
+		cfg.WriteString("acl {\n  enabled = true\n}\n")
+	}
 	cfg.WriteString(opts.ExtraHCL + "\n")
 	cfgPath := filepath.Join(dir, "agent.hcl")
 	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
@@ -227,6 +235,23 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 		t.Fatal(err)
 	}
 	a.client = c
+	if opts.ACL {
+		// Every other call is refused until the bootstrap token exists.
+		a.WaitFor(opts.StartTimeout, "ACL bootstrap", func() (bool, error) {
+			select {
+			case <-a.done:
+				return false, fmt.Errorf("nomad agent exited")
+			default:
+			}
+			tok, _, err := c.ACLTokens().Bootstrap(nil)
+			if err != nil {
+				return false, nil
+			}
+			a.ManagementToken = tok.SecretID
+			c.SetSecretID(tok.SecretID)
+			return true, nil
+		})
+	}
 	a.WaitFor(opts.StartTimeout, "node ready", func() (bool, error) {
 		select {
 		case <-a.done:
