@@ -34,6 +34,10 @@ type Options struct {
 	Opportunistic float64
 	// MaxDurationS caps durations (0: no cap).
 	MaxDurationS float64
+	// WorkShares makes tenants' shares fractions of the offered GPU time
+	// instead of fractions of the jobs (they differ when tenants draw
+	// different GPU counts).
+	WorkShares bool
 }
 
 // Job is one job of a trace. IDs follow arrival order.
@@ -54,25 +58,29 @@ func Rate(dist []Pair, o Options) (float64, error) {
 
 // prepare resolves each tenant's rows and the arrival rate.
 func prepare(dist []Pair, o Options) ([][]Pair, float64, error) {
+	rows, _, rate, err := prepareWeights(dist, o)
+	return rows, rate, err
+}
+
+// prepareWeights also returns each tenant's weight in the job stream.
+func prepareWeights(dist []Pair, o Options) ([][]Pair, []float64, float64, error) {
 	if len(dist) == 0 {
-		return nil, 0, errors.New("philly: empty distribution")
+		return nil, nil, 0, errors.New("philly: empty distribution")
 	}
 	if len(o.Tenants) == 0 {
-		return nil, 0, errors.New("philly: no tenants")
+		return nil, nil, 0, errors.New("philly: no tenants")
 	}
 	if o.ClusterGPUs <= 0 || !(o.Load > 0) || math.IsInf(o.Load, 0) {
-		return nil, 0, fmt.Errorf("philly: cluster GPUs %d and load %g must be positive", o.ClusterGPUs, o.Load)
+		return nil, nil, 0, fmt.Errorf("philly: cluster GPUs %d and load %g must be positive", o.ClusterGPUs, o.Load)
 	}
 	if !(o.Opportunistic >= 0 && o.Opportunistic <= 1) {
-		return nil, 0, fmt.Errorf("philly: opportunistic fraction %g outside [0, 1]", o.Opportunistic)
+		return nil, nil, 0, fmt.Errorf("philly: opportunistic fraction %g outside [0, 1]", o.Opportunistic)
 	}
-	total := 0.0
 	rows := make([][]Pair, len(o.Tenants))
 	for i, t := range o.Tenants {
 		if !(t.Share > 0) || math.IsInf(t.Share, 0) {
-			return nil, 0, fmt.Errorf("philly: tenant %q: share %g must be positive", t.VC, t.Share)
+			return nil, nil, 0, fmt.Errorf("philly: tenant %q: share %g must be positive", t.VC, t.Share)
 		}
-		total += t.Share
 		for _, p := range dist {
 			if len(t.GPUs) == 0 || slices.Contains(t.GPUs, p.GPUs) {
 				if o.MaxDurationS > 0 {
@@ -82,18 +90,30 @@ func prepare(dist []Pair, o Options) ([][]Pair, float64, error) {
 			}
 		}
 		if len(rows[i]) == 0 {
-			return nil, 0, fmt.Errorf("philly: tenant %q: no rows with GPU counts %v", t.VC, t.GPUs)
+			return nil, nil, 0, fmt.Errorf("philly: tenant %q: no rows with GPU counts %v", t.VC, t.GPUs)
 		}
+	}
+	mean := make([]float64, len(rows)) // E[GPUs × duration] per tenant
+	for i := range rows {
+		for _, p := range rows[i] {
+			mean[i] += float64(p.GPUs) * p.DurationS
+		}
+		mean[i] /= float64(len(rows[i]))
+	}
+	weights := make([]float64, len(rows))
+	wsum := 0.0
+	for i, t := range o.Tenants {
+		weights[i] = t.Share
+		if o.WorkShares {
+			weights[i] = t.Share / mean[i]
+		}
+		wsum += weights[i]
 	}
 	work := 0.0 // E[GPUs × duration] over the job mix
-	for i, t := range o.Tenants {
-		sum := 0.0
-		for _, p := range rows[i] {
-			sum += float64(p.GPUs) * p.DurationS
-		}
-		work += t.Share / total * sum / float64(len(rows[i]))
+	for i := range weights {
+		work += weights[i] / wsum * mean[i]
 	}
-	return rows, o.Load * float64(o.ClusterGPUs) / work, nil
+	return rows, weights, o.Load * float64(o.ClusterGPUs) / work, nil
 }
 
 // Generate draws o.Jobs jobs. Per job it draws, in this order, from one
@@ -103,17 +123,17 @@ func prepare(dist []Pair, o Options) ([][]Pair, float64, error) {
 // stream's 64-bit words are done here, so traces do not depend on
 // math/rand's helpers.
 func Generate(dist []Pair, o Options) ([]Job, error) {
-	rows, rate, err := prepare(dist, o)
+	rows, weights, rate, err := prepareWeights(dist, o)
 	if err != nil {
 		return nil, err
 	}
 	if o.Jobs < 0 {
 		return nil, fmt.Errorf("philly: %d jobs", o.Jobs)
 	}
-	cum := make([]float64, len(o.Tenants))
+	cum := make([]float64, len(weights))
 	acc := 0.0
-	for i, t := range o.Tenants {
-		acc += t.Share
+	for i, w := range weights {
+		acc += w
 		cum[i] = acc
 	}
 	src := rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15)

@@ -153,6 +153,19 @@ func TestGenerateTenantFilterAndErrors(t *testing.T) {
 			t.Fatalf("job %+v", j)
 		}
 	}
+	// Work shares: equal shares mean equal offered GPU time, so the 1-GPU
+	// tenant submits far more jobs.
+	o.WorkShares, o.Jobs = true, 20000
+	jobs, _ = Generate(d, o)
+	work := map[string]float64{}
+	count := map[string]int{}
+	for _, j := range jobs {
+		work[j.VC] += float64(j.GPUs) * j.DurationS
+		count[j.VC]++
+	}
+	if r := work["small"] / work["big"]; r < 0.9 || r > 1.1 || count["small"] < 4*count["big"] {
+		t.Errorf("work shares: work ratio %.3f, jobs %v", r, count)
+	}
 	bad := []func(*Options){
 		func(o *Options) { o.Tenants = nil },
 		func(o *Options) { o.Load = 0 },

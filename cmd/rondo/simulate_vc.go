@@ -17,7 +17,7 @@ import (
 
 // vcFlags are the options of 'rondo simulate --vc-config'.
 type vcFlags struct {
-	config, seeds, shares string
+	config, seeds, shares, gpus string
 	load, opp, maxDur     float64
 	firstFit              bool
 }
@@ -25,7 +25,8 @@ type vcFlags struct {
 func (v *vcFlags) register(f *flag.FlagSet) {
 	f.StringVar(&v.config, "vc-config", "", "virtual-cluster mode: cluster config (cells and VCs); --trace philly or a Philly-format CSV")
 	f.StringVar(&v.seeds, "seeds", "", "virtual-cluster mode: comma-separated seeds (default: --seed)")
-	f.StringVar(&v.shares, "vc-share", "", "virtual-cluster mode: job shares vc=weight,... (default: quota GPUs)")
+	f.StringVar(&v.shares, "vc-share", "", "virtual-cluster mode: shares of the offered GPU time, vc=weight,... (default: quota GPUs)")
+	f.StringVar(&v.gpus, "vc-gpus", "", "virtual-cluster mode: restrict VCs to jobs of these GPU counts, vc=1|2,... (default: all)")
 	f.Float64Var(&v.load, "load", 0.8, "virtual-cluster mode: offered load, fraction of the cluster's GPUs")
 	f.Float64Var(&v.opp, "opportunistic", 0.2, "virtual-cluster mode: fraction of jobs submitted as opportunistic")
 	f.Float64Var(&v.maxDur, "max-duration", 0, "virtual-cluster mode: cap job durations, seconds (0: none)")
@@ -46,6 +47,28 @@ func parseSeeds(s string, def int64) ([]uint64, error) {
 			return nil, fmt.Errorf("--seeds %q: want comma-separated non-negative integers", s)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseVCGPUs(s string, known map[string]bool) (map[string][]int, error) {
+	out := map[string][]int{}
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || !known[k] {
+			return nil, fmt.Errorf("--vc-gpus %q: want known-vc=g|g...[,...]", s)
+		}
+		for _, g := range strings.Split(v, "|") {
+			n, err := strconv.Atoi(strings.TrimSpace(g))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("--vc-gpus %q: %q is not a GPU count", s, g)
+			}
+			out[k] = append(out[k], n)
+		}
 	}
 	return out, nil
 }
@@ -107,6 +130,10 @@ func (c *simulateCmd) runVC() int {
 	if err != nil {
 		return c.fail(err)
 	}
+	vcGPUs, err := parseVCGPUs(c.vc.gpus, known)
+	if err != nil {
+		return c.fail(err)
+	}
 	jobs := c.jobs
 	if jobs <= 0 {
 		jobs = 2000
@@ -128,13 +155,13 @@ func (c *simulateCmd) runVC() int {
 			w = float64(quota[v.Name])
 		}
 		if w > 0 {
-			tenants = append(tenants, philly.Tenant{VC: v.Name, Share: w})
+			tenants = append(tenants, philly.Tenant{VC: v.Name, Share: w, GPUs: vcGPUs[v.Name]})
 		}
 	}
 	var results []*vcsim.Result
 	for _, seed := range seeds {
 		tr, err := philly.Generate(dist, philly.Options{Seed: seed, Jobs: jobs, Tenants: tenants, ClusterGPUs: gpus,
-			Load: c.vc.load, Opportunistic: c.vc.opp, MaxDurationS: c.vc.maxDur})
+			Load: c.vc.load, Opportunistic: c.vc.opp, MaxDurationS: c.vc.maxDur, WorkShares: true})
 		if err != nil {
 			return c.fail(err)
 		}
