@@ -121,13 +121,13 @@ func TestQuotaPlacer(t *testing.T) {
 				t.Fatalf("first fit %v: job %d: ok %v victims %v err %v; want %v %v", ff, j.ID, ok, v, err, wantOK, wantVictims)
 			}
 		}
-		must(mk(0, 0, 4, false), true, nil) // machine 0
-		must(mk(1, 0, 4, false), true, nil) // best fit: 0 again; first fit: 0
+		must(mk(0, 0, 4, false), true, nil)  // machine 0
+		must(mk(1, 0, 4, false), true, nil)  // best fit: 0 again; first fit: 0
 		must(mk(2, 0, 1, false), false, nil) // vc 0 at quota
-		must(mk(3, 1, 2, false), true, nil) // machine 1
-		must(mk(4, 1, 2, false), true, nil) // best fit: machine 1 (6 free)
-		must(mk(5, -1, 4, true), true, nil) // opportunistic: machine 1 (4 free)
-		must(mk(6, -1, 8, true), true, nil) // machine 2
+		must(mk(3, 1, 2, false), true, nil)  // machine 1
+		must(mk(4, 1, 2, false), true, nil)  // best fit: machine 1 (6 free)
+		must(mk(5, -1, 4, true), true, nil)  // opportunistic: machine 1 (4 free)
+		must(mk(6, -1, 8, true), true, nil)  // machine 2
 		// vc 1 (12 GPUs left) asks 8: no node has 8 free; machine 1 cannot
 		// make room (guaranteed work), so the gang on machine 2 goes.
 		must(mk(7, 1, 8, false), true, []int{6})

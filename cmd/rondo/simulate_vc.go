@@ -18,8 +18,8 @@ import (
 // vcFlags are the options of 'rondo simulate --vc-config'.
 type vcFlags struct {
 	config, seeds, shares, gpus string
-	load, opp, maxDur     float64
-	firstFit              bool
+	load, opp, maxDur           float64
+	firstFit                    bool
 }
 
 func (v *vcFlags) register(f *flag.FlagSet) {
