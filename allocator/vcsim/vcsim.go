@@ -80,7 +80,7 @@ type VCResult struct {
 // System is one shared run's cluster-wide outcome.
 type System struct {
 	// Utilization is busy GPU time over GPUs × the arrival window
-	// [first arrival, last arrival].
+	// [0, last arrival].
 	Utilization float64 `json:"utilization"`
 	// OppShare is the opportunistic share of all GPU time used.
 	OppShare    float64 `json:"opportunistic_share"`
@@ -301,7 +301,7 @@ func oppWait(jobs []*job, v int) float64 {
 	for _, j := range jobs {
 		if j.vc == v && j.Opportunistic {
 			n++
-			total += j.finish - j.ArrivalS - j.DurationS
+			total += max(0, j.finish-j.ArrivalS-j.DurationS) // float rounding after preemptions
 		}
 	}
 	if n == 0 {
