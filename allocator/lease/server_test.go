@@ -274,7 +274,12 @@ func TestAuthFailures(t *testing.T) {
 
 func TestUnknownKidRefetch(t *testing.T) {
 	f := newFixture(t)
-	f.v.MinRefetch = 200 * time.Millisecond
+	// A fake clock: the rate limit must not depend on how fast this
+	// machine runs the requests.
+	start := time.Now()
+	var elapsed atomic.Int64
+	f.v.Now = func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	f.v.MinRefetch = 5 * time.Second
 	if code, m := f.post(t, "/v1/lease", f.rs.token(t, claims("train", "a")), `{"job":"train"}`); code != 200 {
 		t.Fatalf("first: %d %v", code, m)
 	}
@@ -285,7 +290,7 @@ func TestUnknownKidRefetch(t *testing.T) {
 	}
 	f.jwks.add("k2", pub, jose.EdDSA)
 	ed := signer{kid: "k2", alg: jose.EdDSA, key: priv}
-	time.Sleep(250 * time.Millisecond)
+	elapsed.Add(int64(6 * time.Second))
 	if code, m := f.post(t, "/v1/lease", ed.token(t, claims("train", "a")), `{"job":"train"}`); code != 200 {
 		t.Fatalf("after rotation: %d %v", code, m)
 	}

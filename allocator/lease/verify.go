@@ -99,10 +99,7 @@ func (v *JWKSVerifier) Verify(ctx context.Context, token string) (*Identity, err
 	if err := tok.Claims(key.Key, &std, &nc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
+	now := v.now()
 	leeway := v.Leeway
 	if leeway == 0 {
 		leeway = 30 * time.Second
@@ -115,6 +112,13 @@ func (v *JWKSVerifier) Verify(ctx context.Context, token string) (*Identity, err
 		id.Expiry = std.Expiry.Time()
 	}
 	return id, nil
+}
+
+func (v *JWKSVerifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
 }
 
 // errKeyUnavailable is a JWKS fetch failure: not the caller's fault.
@@ -143,7 +147,7 @@ func (v *JWKSVerifier) key(ctx context.Context, kid string) (jose.JSONWebKey, er
 	if minRefetch == 0 {
 		minRefetch = 5 * time.Second
 	}
-	if have && time.Since(last) < minRefetch {
+	if have && v.now().Sub(last) < minRefetch {
 		return jose.JSONWebKey{}, fmt.Errorf("%w: unknown key id %q", ErrInvalidToken, kid)
 	}
 	keys, err := v.fetch(ctx)
@@ -151,7 +155,7 @@ func (v *JWKSVerifier) key(ctx context.Context, kid string) (jose.JSONWebKey, er
 		return jose.JSONWebKey{}, fmt.Errorf("%w: %v", errKeyUnavailable, err)
 	}
 	v.mu.Lock()
-	v.keys, v.lastFetch = keys, time.Now()
+	v.keys, v.lastFetch = keys, v.now()
 	v.mu.Unlock()
 	if k, ok := keys[kid]; ok {
 		return k, nil
