@@ -171,7 +171,7 @@ func privateSpec(spec cells.Spec, v int) cells.Spec {
 		for k := 0; k < q.Count; k++ {
 			ps.Cells = append(ps.Cells, cells.TopCell{Name: fmt.Sprintf("p%d", len(ps.Cells)), Type: q.Type})
 		}
-		ps.VCs[0].Quota = append(ps.VCs[0].Quota, cells.Quota{Type: q.Type, Count: q.Count})
+		ps.VCs[0].Quota = append(ps.VCs[0].Quota, cells.Quota{Chain: q.Type, Type: q.Type, Count: q.Count})
 	}
 	return ps
 }

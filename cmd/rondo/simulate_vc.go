@@ -19,7 +19,8 @@ import (
 type vcFlags struct {
 	config, seeds, shares, gpus string
 	load, opp, maxDur           float64
-	firstFit                    bool
+	firstFit, timeShare         bool
+	vcPolicy, oppPolicy         string
 }
 
 func (v *vcFlags) register(f *flag.FlagSet) {
@@ -31,6 +32,41 @@ func (v *vcFlags) register(f *flag.FlagSet) {
 	f.Float64Var(&v.opp, "opportunistic", 0.2, "virtual-cluster mode: fraction of jobs submitted as opportunistic")
 	f.Float64Var(&v.maxDur, "max-duration", 0, "virtual-cluster mode: cap job durations, seconds (0: none)")
 	f.BoolVar(&v.firstFit, "first-fit", false, "virtual-cluster mode: baseline places by first fit instead of best fit")
+	f.BoolVar(&v.timeShare, "time-sharing", false, "virtual-cluster mode: both layers, rounds of --round s: each VC's policy (HCL) time-shares its jobs on its cells, vs its private cluster")
+	f.StringVar(&v.vcPolicy, "vc-policy", "", "virtual-cluster mode with --time-sharing: override VC policies, vc=policy,...")
+	f.StringVar(&v.oppPolicy, "opp-policy", "max_min_fairness_perf", "virtual-cluster mode with --time-sharing: policy for opportunistic jobs")
+}
+
+// vcPolicies is each VC's policy from the config, with --vc-policy overrides.
+func vcPolicies(cfg *rhcl.Config, s string) ([]string, error) {
+	over := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--vc-policy %q: want vc=policy,...", s)
+		}
+		if err := rhcl.ValidPolicy(v); err != nil {
+			return nil, fmt.Errorf("--vc-policy: %w", err)
+		}
+		over[k] = v
+	}
+	var out []string
+	for _, v := range cfg.VCs {
+		p := v.Policy
+		if o, ok := over[v.Name]; ok {
+			p = o
+			delete(over, v.Name)
+		}
+		out = append(out, p)
+	}
+	for k := range over {
+		return nil, fmt.Errorf("--vc-policy: unknown vc %q", k)
+	}
+	return out, nil
 }
 
 func parseSeeds(s string, def int64) ([]uint64, error) {
@@ -158,6 +194,9 @@ func (c *simulateCmd) runVC() int {
 			tenants = append(tenants, philly.Tenant{VC: v.Name, Share: w, GPUs: vcGPUs[v.Name]})
 		}
 	}
+	if c.vc.timeShare {
+		return c.runVCTimeSharing(cfg, dist, seeds, tenants, jobs, gpus)
+	}
 	var results []*vcsim.Result
 	for _, seed := range seeds {
 		tr, err := philly.Generate(dist, philly.Options{Seed: seed, Jobs: jobs, Tenants: tenants, ClusterGPUs: gpus,
@@ -227,4 +266,42 @@ func writeVCOut(dir string, results []*vcsim.Result, sum vcsim.Summary) error {
 		return err
 	}
 	return f.Close()
+}
+
+// runVCTimeSharing is 'rondo simulate --vc-config C --time-sharing'.
+func (c *simulateCmd) runVCTimeSharing(cfg *rhcl.Config, dist []philly.Pair, seeds []uint64, tenants []philly.Tenant, jobs, gpus int) int {
+	spec := specFromConfig(cfg)
+	pols, err := vcPolicies(cfg, c.vc.vcPolicy)
+	if err != nil {
+		return c.fail(err)
+	}
+	if err := rhcl.ValidPolicy(c.vc.oppPolicy); err != nil {
+		return c.fail(fmt.Errorf("--opp-policy: %w", err))
+	}
+	var results []*vcsim.TimeShareResult
+	for _, seed := range seeds {
+		tr, err := philly.Generate(dist, philly.Options{Seed: seed, Jobs: jobs, Tenants: tenants, ClusterGPUs: gpus,
+			Load: c.vc.load, Opportunistic: c.vc.opp, MaxDurationS: c.vc.maxDur, WorkShares: true})
+		if err != nil {
+			return c.fail(err)
+		}
+		r, err := vcsim.CompareTimeSharing(tr, vcsim.TimeShareOptions{Spec: spec, Policies: pols, OppPolicy: c.vc.oppPolicy,
+			RoundS: c.round, Seed: int64(seed)})
+		if err != nil {
+			return c.fail(fmt.Errorf("seed %d: %w", seed, err))
+		}
+		results = append(results, r)
+	}
+	if c.jsonOut {
+		if err := json.NewEncoder(c.stdout).Encode(map[string]any{"results": results}); err != nil {
+			return c.fail(err)
+		}
+		return 0
+	}
+	fmt.Fprintf(c.stdout, "%d GPUs, %d jobs per seed, load %.2f, %.0f%% opportunistic, seeds %v, rounds of %.0f s, each VC's policy inside its cells\n\n",
+		gpus, jobs, c.vc.load, 100*c.vc.opp, seeds, c.round)
+	if err := vcsim.WriteTimeShareMarkdown(c.stdout, results); err != nil {
+		return c.fail(err)
+	}
+	return 0
 }

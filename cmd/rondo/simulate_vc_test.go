@@ -53,3 +53,19 @@ func TestSimulateVC(t *testing.T) {
 		}
 	}
 }
+
+func TestSimulateVCTimeSharing(t *testing.T) {
+	cfg := "../../docs/vc-demo/cluster.hcl"
+	code, out, errOut := runCaptured(t, "simulate", "--vc-config", cfg, "--jobs", "120", "--seeds", "0",
+		"--max-duration", "86400", "--time-sharing", "--vc-policy", "prod=las")
+	if code != 0 || !strings.Contains(out, "| prod | las | 56 |") || !strings.Contains(out, "| research | fifo | 40 |") ||
+		!strings.Contains(out, "0, 0 of 1") {
+		t.Fatalf("code %d, out %q, err %q", code, out, errOut)
+	}
+	for _, bad := range [][]string{{"--vc-policy", "nobody=las"}, {"--vc-policy", "prod=nonsense"}, {"--opp-policy", "nonsense"}} {
+		args := append([]string{"simulate", "--vc-config", cfg, "--jobs", "20", "--time-sharing"}, bad...)
+		if code, _, _ := runCaptured(t, args...); code == 0 {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
