@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,9 @@ type AgentOptions struct {
 	ExtraHCL string
 	// StartTimeout bounds the wait for a ready node; default 90s.
 	StartTimeout time.Duration
+	// ACL enables ACLs; StartAgent bootstraps them and gives Client() the
+	// management token (also in Agent.ManagementToken).
+	ACL bool
 }
 
 // Agent is a running Nomad agent.
@@ -53,6 +57,8 @@ type Agent struct {
 	proc     *cluster.Process
 	client   *api.Client
 	stopOnce sync.Once
+	// ManagementToken is the bootstrap token's secret when ACLs are on.
+	ManagementToken string
 }
 
 // moduleRoot is the directory holding go.mod.
@@ -122,7 +128,7 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 	}
 	proc, err := cluster.StartProcess(bin, dir, cluster.AgentConfig{Name: opts.Name, PluginDir: opts.PluginDir,
 		HTTP: p[0], RPC: p[1], Serf: p[2], Server: true, Client: true, Plugins: opts.Plugins,
-		ClientHCL: opts.ClientHCL, ExtraHCL: opts.ExtraHCL})
+		ClientHCL: opts.ClientHCL, ExtraHCL: opts.ExtraHCL, ACL: opts.ACL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +139,21 @@ func StartAgent(t testing.TB, opts AgentOptions) *Agent {
 		t.Fatal(err)
 	}
 	a.client = c
+	if opts.ACL {
+		// Every other call is refused until the bootstrap token exists.
+		a.WaitFor(opts.StartTimeout, "ACL bootstrap", func() (bool, error) {
+			if !proc.Alive() {
+				return false, fmt.Errorf("nomad agent exited")
+			}
+			tok, _, err := c.ACLTokens().Bootstrap(nil)
+			if err != nil {
+				return false, nil
+			}
+			a.ManagementToken = tok.SecretID
+			c.SetSecretID(tok.SecretID)
+			return true, nil
+		})
+	}
 	a.WaitFor(opts.StartTimeout, "node ready", func() (bool, error) {
 		if !proc.Alive() {
 			return false, fmt.Errorf("nomad agent exited")
@@ -218,3 +239,5 @@ func (a *Agent) Stop() {
 }
 
 func tail(s string, n int) string { return cluster.Tail(s, n) }
+
+func quote(s string) string { return strconv.Quote(s) }

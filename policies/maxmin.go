@@ -42,10 +42,9 @@ type maxMinResult struct {
 	gap    float64 // certified upper bound minus t
 }
 
-// relTol is the relative optimality gap at which the decomposition stops:
-// far inside the 0.1% target, and above the ~1e-7 feasibility tolerance of the
-// Clp master, below which the prices stop improving.
-const relTol = 1e-6
+// relTol is the certified relative optimality gap at which the
+// decomposition stops (the dense master is exact enough to reach it).
+const relTol = 1e-9
 
 type column struct {
 	t      float64
@@ -329,6 +328,15 @@ func (p *maxMin) solveScaled() (*maxMinResult, error) {
 // Σ μ_p·t_p subject to Σ μ_p·use_p ≤ capacity and Σ μ_p = 1. It returns the
 // weights, the capacity prices λ ≥ 0 and the master's value.
 func solveMaster(cols []column, capacity []float64) (mu, lambda []float64, value float64, err error) {
+	if mu, lambda, value, err = denseMaster(cols, capacity); err == nil {
+		return mu, lambda, value, nil
+	}
+	return clpMaster(cols, capacity)
+}
+
+// clpMaster is solveMaster by Clp: the fallback should the dense simplex
+// ever stall, and the reference in tests.
+func clpMaster(cols []column, capacity []float64) (mu, lambda []float64, value float64, err error) {
 	k := len(capacity)
 	var master lp.Model
 	for _, c := range cols {

@@ -2,7 +2,6 @@ package policies
 
 import (
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/rondo-sched/rondo/policies/lp"
@@ -159,8 +158,11 @@ func waterFillStep(mm *maxMin) ([]float64, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(stuck) == 0 {
-		return nil, nil, fmt.Errorf("water-filling: no bottleneck found at level %g", res.t)
+	if len(stuck) == 0 && len(cand) > 0 {
+		// In exact arithmetic some job is always stuck at the optimum; when
+		// tolerances hide it, freeze the most limited job (the least own
+		// headroom) so the walk still ends.
+		stuck = []int{leastHeadroom(mm, cand, levels)}
 	}
 	mm.warm = res.r
 	return levels, stuck, nil
@@ -205,6 +207,7 @@ func waterFillStepLP(mm *maxMin, pairs *pairRates, prev [][]float64) ([]float64,
 		}
 	}
 	var stuck []int
+	bestM, bestRoom := -1, math.Inf(1)
 	for m := 0; m < n; m++ {
 		if mm.w[m] <= 0 {
 			continue
@@ -225,9 +228,14 @@ func waterFillStepLP(mm *maxMin, pairs *pairRates, prev [][]float64) ([]float64,
 		if top.t <= probeFloors[m]+math.Max(riseEps(probeFloors[m]), 1e-5*probeFloors[m]) {
 			stuck = append(stuck, m)
 		}
+		if room := (top.t - probeFloors[m]) / math.Max(probeFloors[m], 1e-9); room < bestRoom {
+			bestM, bestRoom = m, room
+		}
 	}
-	if len(stuck) == 0 {
-		return nil, nil, nil, fmt.Errorf("water-filling: no bottleneck found at level %g", res.t)
+	if len(stuck) == 0 && bestM >= 0 {
+		// Column generation can stop a hair short of the optimum; the job
+		// with the least room to rise is then the bottleneck.
+		stuck = []int{bestM}
 	}
 	mm.warm = res.r
 	return levels, stuck, pr, nil
@@ -259,6 +267,22 @@ func levelOfPoint(p *maxMin, m int, r []float64) float64 {
 		lv += p.e[m][j] * v
 	}
 	return lv
+}
+
+// leastHeadroom picks the candidate whose level is closest to the most it
+// could reach alone (its own cap on its best types), ties by index.
+func leastHeadroom(p *maxMin, cand []int, levels []float64) int {
+	best, bestRatio := cand[0], math.Inf(1)
+	for _, m := range cand {
+		top := 0.0
+		for _, v := range p.e[m] {
+			top = math.Max(top, v*p.cap[m])
+		}
+		if r := top / math.Max(levels[m], 1e-12); r < bestRatio {
+			best, bestRatio = m, r
+		}
+	}
+	return best
 }
 
 // warmLevel is the largest t a feasible point r supports for weights w.

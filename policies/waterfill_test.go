@@ -101,3 +101,30 @@ func TestWaterFillingMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// Entities: FIFO hands an entity's weight to its jobs in arrival order,
+// fairness spreads it. Two entities of weight 1 on 3 GPUs; A has 3 jobs.
+func TestWaterFillingEntities(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		wantA  []float64
+	}{{"fifo", []float64{1, 1, 0}}, {"fairness", []float64{2.0 / 3, 2.0 / 3, 2.0 / 3}}} {
+		p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 3}},
+			Entities: map[string]Entity{"A": {Weight: 1, Policy: tc.policy}, "B": {Weight: 1}}}
+		for i, e := range []string{"A", "A", "A", "B"} {
+			p.Jobs = append(p.Jobs, Job{ID: string(rune('a' + i)), Throughput: map[string]float64{"v100": 2}, ScaleFactor: 1, Entity: e})
+		}
+		a, err := Solve("hierarchical", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m, w := range tc.wantA {
+			if d := a.X[m][0] - w; d > 1e-6 || d < -1e-6 {
+				t.Errorf("%s: job %d gets %.4f, want %.4f", tc.policy, m, a.X[m][0], w)
+			}
+		}
+		if d := a.X[3][0] - 1; d > 1e-6 || d < -1e-6 {
+			t.Errorf("%s: entity B's job gets %.4f, want 1", tc.policy, a.X[3][0])
+		}
+	}
+}

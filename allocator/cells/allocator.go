@@ -136,7 +136,8 @@ func New(spec Spec) (*Allocator, error) {
 	}
 	for vi := range a.vcs {
 		f := &a.virt[vi]
-		s.vcs = append(s.vcs, vcState{bind: make([]int, len(f.tops)), doomed: make([]bool, len(f.tops)), leaf: make([]string, len(f.leaves))})
+		s.vcs = append(s.vcs, vcState{bind: make([]int, len(f.tops)), doomed: make([]bool, len(f.tops)), leaf: make([]string, len(f.leaves)),
+			vmap: slices.Repeat([]int{-1}, len(f.cells))})
 		for k := range f.tops {
 			s.vcs[vi].bind[k] = -1
 		}
@@ -207,15 +208,82 @@ func (a *Allocator) verify() error {
 // CheckInvariants verifies the allocator's accounting.
 func (a *Allocator) CheckInvariants() error { return a.checkInvariants(a.s) }
 
+// vphys is the physical cell virtual cell c of VC v is bound to, -1 if
+// unbound: a top's buddy binding, else its lower binding.
+func (a *Allocator) vphys(s *state, v, c int) int {
+	f := &a.virt[v]
+	if f.cells[c].parent < 0 {
+		return s.vcs[v].bind[f.cells[c].top]
+	}
+	return s.vcs[v].vmap[c]
+}
+
 // physOfVirt maps a virtual leaf of VC v to its physical leaf, -1 if unbound.
 func (a *Allocator) physOfVirt(s *state, v, vl int) int {
+	if c := a.vphys(s, v, a.virt[v].leaves[vl]); c >= 0 {
+		return a.phys.cells[c].lo
+	}
+	return -1
+}
+
+// leafTarget is the physical leaf virtual leaf vl of VC v maps to, binding
+// the unbound cells on its path below its (bound) top when commit is set:
+// each takes the best physical child of its parent's cell not held by a
+// sibling (pickChild). Without commit it is where vl would go now. It
+// returns a physical leaf position, -1 when the top is unbound.
+func (a *Allocator) leafTarget(s *state, v, vl int, commit bool) int {
 	f := &a.virt[v]
-	k := f.cells[f.leaves[vl]].top
-	p := s.vcs[v].bind[k]
+	var path []int
+	for c := f.leaves[vl]; c >= 0; c = f.cells[c].parent {
+		path = append(path, c)
+	}
+	p := a.vphys(s, v, path[len(path)-1])
 	if p < 0 {
 		return -1
 	}
-	return a.phys.cells[p].lo + vl - f.cells[f.tops[k]].lo
+	for i := len(path) - 2; i >= 0; i-- {
+		c := path[i]
+		if q := s.vcs[v].vmap[c]; q >= 0 {
+			p = q
+			continue
+		}
+		q := a.pickChild(s, v, path[i+1], p)
+		if commit {
+			s.vcs[v].vmap[c] = q
+		}
+		p = q
+	}
+	return a.phys.cells[p].lo
+}
+
+// pickChild chooses, for an unbound child of virtual cell vparent (bound to
+// physical p), a child of p that no sibling holds: fewest bad GPUs, then
+// fewest opportunistic GPUs (free before preemptible), then address order.
+func (a *Allocator) pickChild(s *state, v, vparent, p int) int {
+	taken := map[int]bool{}
+	for _, vc := range a.virt[v].cells[vparent].children {
+		if q := s.vcs[v].vmap[vc]; q >= 0 {
+			taken[q] = true
+		}
+	}
+	best, bestKey := -1, [2]int{}
+	for _, q := range a.phys.cells[p].children {
+		if taken[q] {
+			continue
+		}
+		ci := a.phys.cells[q]
+		bad := 0
+		for l := ci.lo; l < ci.hi; l++ {
+			if s.bad[l] {
+				bad++
+			}
+		}
+		key := [2]int{bad, a.oppUsed(s, q)}
+		if best < 0 || key[0] < bestKey[0] || (key[0] == bestKey[0] && key[1] < bestKey[1]) {
+			best, bestKey = q, key
+		}
+	}
+	return best
 }
 
 // Allocate places a request, all or nothing. It returns ErrWait when the
@@ -275,13 +343,16 @@ func (a *Allocator) addresses(g *gang) [][]string {
 // top cells it touches, and preempts the opportunistic gangs in the way.
 func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error) {
 	f := &a.virt[v]
-	usable := func(vl int) bool {
-		if s.vcs[v].leaf[vl] != "" {
-			return false
+	// The virtual choice sees only the VC's own state (as on its private
+	// cluster); a free leaf is unusable only when it would map to a bad GPU.
+	ok := make([]bool, len(f.leaves))
+	for vl := range ok {
+		if s.vcs[v].leaf[vl] == "" {
+			pl := a.leafTarget(s, v, vl, false)
+			ok[vl] = pl < 0 || !s.bad[pl]
 		}
-		pl := a.physOfVirt(s, v, vl)
-		return pl < 0 || !s.bad[pl]
 	}
+	usable := func(vl int) bool { return ok[vl] }
 	virt := placeGang(f, usable, func(int) int { return 0 }, r.Members)
 	if virt == nil {
 		return nil, ErrWait
@@ -298,7 +369,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 					return nil, fmt.Errorf("cells: vc %s cannot bind a level-%d cell despite sharing safety", a.vcs[v].name, top.level)
 				}
 			}
-			pl := a.physOfVirt(s, v, vl)
+			pl := a.leafTarget(s, v, vl, true)
 			if s.bad[pl] {
 				return nil, ErrWait // freshly bound onto a bad cell: no healthy supply left
 			}
@@ -378,12 +449,24 @@ func (a *Allocator) releaseGang(s *state, id string) {
 		return
 	}
 	f := &a.virt[g.vc]
+	vs := &s.vcs[g.vc]
 	var tops []int
 	for _, leaves := range g.virt {
 		for _, vl := range leaves {
-			s.vcs[g.vc].leaf[vl] = ""
+			vs.leaf[vl] = ""
 			if k := f.cells[f.leaves[vl]].top; !slices.Contains(tops, k) {
 				tops = append(tops, k)
+			}
+		}
+	}
+	// Lower cells left without used leaves unbind, bottom up.
+	for _, leaves := range g.virt {
+		for _, vl := range leaves {
+			for c := f.leaves[vl]; f.cells[c].parent >= 0 && vs.vmap[c] >= 0; c = f.cells[c].parent {
+				if slices.ContainsFunc(vs.leaf[f.cells[c].lo:f.cells[c].hi], func(id string) bool { return id != "" }) {
+					break
+				}
+				vs.vmap[c] = -1
 			}
 		}
 	}

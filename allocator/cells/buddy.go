@@ -79,7 +79,8 @@ func (a *Allocator) splitTake(s *state, c, l int, wantBad bool) int {
 func (a *Allocator) oppUsed(s *state, c int) int {
 	n := 0
 	for l := a.phys.cells[c].lo; l < a.phys.cells[c].hi; l++ {
-		if id := s.leafGang[l]; id != "" && s.gangs[id].prio == Opportunistic {
+		// The gang being placed owns leaves before it is stored: not opportunistic.
+		if g := s.gangs[s.leafGang[l]]; g != nil && g.prio == Opportunistic {
 			n++
 		}
 	}

@@ -150,6 +150,7 @@ func checkRandomRun(t *testing.T, seed int64) {
 		v := rng.Intn(len(spec.VCs))
 		req := Request{ID: id, VC: spec.VCs[v].Name, Priority: Guaranteed, Members: members}
 		before := stateKey(a.s)
+		ownerBefore := append([]string(nil), a.s.leafGang...)
 		pp, perr := priv[v].Allocate(Request{ID: id, VC: "p", Priority: Guaranteed, Members: members})
 		p, err := a.Allocate(req)
 		// (a) fits the private cluster => placed on the shared one.
@@ -171,6 +172,9 @@ func checkRandomRun(t *testing.T, seed int64) {
 		if pl, sl := lcaLevel(priv[v], pp), lcaLevel(a, p); pl > 0 && pl != sl {
 			t.Fatalf("step %d: gang LCA level %d on shared, %d on private", step, sl, pl)
 		}
+		// (e) free before preemptible: a GPU taken from a victim had no
+		// free healthy sibling left behind in its lowest cell.
+		checkFreeFirst(t, a, a.s.gangs[id], ownerBefore)
 		for _, victim := range p.Preempted {
 			if a.s.gangs[victim] != nil {
 				t.Fatalf("victim %s still placed", victim)
@@ -210,6 +214,37 @@ func checkRandomRun(t *testing.T, seed int64) {
 	}
 	if got := stateKey(a.s); !reflect.DeepEqual(got, fresh) {
 		t.Fatalf("releasing everything did not restore the initial state")
+	}
+}
+
+// checkFreeFirst checks free before preemptible: when guaranteed gang g
+// preempts a gang X, the first GPU of X it takes (in placement order, where
+// X is evicted) left no free healthy GPU of the same lowest physical cell
+// behind. (Later GPUs of X were already free when taken.) Only GPUs whose
+// virtual leaf lies below a virtual top are checked: a top leaf is bound by
+// buddy allocation, which ranks cells by opportunistic GPUs too.
+func checkFreeFirst(t *testing.T, a *Allocator, g *gang, ownerBefore []string) {
+	t.Helper()
+	f := &a.virt[g.vc]
+	seen := map[string]bool{}
+	for m, leaves := range g.phys {
+		for i, pl := range leaves {
+			x := ownerBefore[pl]
+			if x == "" || seen[x] {
+				continue
+			}
+			seen[x] = true
+			if f.cells[f.leaves[g.virt[m][i]]].parent < 0 {
+				continue
+			}
+			par := a.phys.cells[a.phys.cells[a.phys.leaves[pl]].parent]
+			for l := par.lo; l < par.hi; l++ {
+				if ownerBefore[l] == "" && !a.s.bad[l] && a.s.leafGang[l] != g.id {
+					t.Fatalf("gang %s preempted %s on %s while %s in the same cell stayed free", g.id, x,
+						a.phys.cells[a.phys.leaves[pl]].addr, a.phys.cells[a.phys.leaves[l]].addr)
+				}
+			}
+		}
 	}
 }
 

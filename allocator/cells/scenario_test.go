@@ -163,3 +163,33 @@ func TestNewRejectsOversubscription(t *testing.T) {
 		t.Fatal("pinning n1 leaves one node for 16 GPUs of quota")
 	}
 }
+
+// TestScenarioFreeBeforePreemptible: inside a bound cell a guaranteed gang
+// takes free GPUs before GPUs holding opportunistic work, although its
+// virtual choice (virtual GPU 0) is the one its private cluster makes.
+func TestScenarioFreeBeforePreemptible(t *testing.T) {
+	spec := v100Spec()
+	spec.Cells = spec.Cells[:1]
+	spec.VCs = []VC{{Name: "research", Quota: []Quota{{Type: "v100-node", Count: 1}}}}
+	a := mustNew(t, spec)
+	G, O := Guaranteed, Opportunistic
+	runSteps(t, a, []step{
+		{op: "alloc", id: "o1", prio: O, members: []int{1}, want: [][]string{{"n0/0/0/0"}}},
+		{op: "alloc", id: "o2", prio: O, members: []int{2}, want: [][]string{{"n0/0/1/0", "n0/0/1/1"}}},
+		// research binds n0; its virtual quad 0 maps to the quad without
+		// opportunistic work: nothing is preempted.
+		{op: "alloc", id: "r1", vc: "research", prio: G, members: []int{1}, want: [][]string{{"n0/1/0/0"}}},
+		{op: "alloc", id: "r2", vc: "research", prio: G, members: []int{2}, want: [][]string{{"n0/1/1/0", "n0/1/1/1"}}},
+		// Virtual pair 0/0 is half used: its free GPU is n0/1/0/1.
+		{op: "alloc", id: "r3", vc: "research", prio: G, members: []int{1}, want: [][]string{{"n0/1/0/1"}}},
+		// Only quad n0/0 is left. Pair n0/0/0 holds o1 on one GPU, pair
+		// n0/0/1 holds o2 on both: the 2-GPU gang takes pair n0/0/0, its
+		// free GPU first, and preempts o1 only.
+		{op: "alloc", id: "r4", vc: "research", prio: G, members: []int{2}, want: [][]string{{"n0/0/0/1", "n0/0/0/0"}}, preempted: []string{"o1"}},
+		{op: "release", id: "r1"},
+		{op: "release", id: "r3"},
+		// Pair n0/1/0 is free again; a 1-GPU gang packs into a free pair
+		// of the VC's view (virtual pair 0/0), mapped to a free physical one.
+		{op: "alloc", id: "r5", vc: "research", prio: G, members: []int{1}, want: [][]string{{"n0/1/0/0"}}},
+	})
+}

@@ -38,6 +38,11 @@ type vcState struct {
 	bind   []int    // virtual top -> bound physical cell, -1 when unbound
 	doomed []bool   // virtual top bound to a bad cell to expose lost capacity
 	leaf   []string // virtual leaf -> guaranteed gang id, "" when free
+	// vmap maps a virtual cell below a top to a physical cell (a child of
+	// its parent's physical cell), -1 when unbound. Lower cells bind lazily
+	// like tops, so the VC's virtual choices stay its own while the physical
+	// cells are chosen by physical state (free before preemptible).
+	vmap []int
 }
 
 // state is the allocator's whole mutable accounting. Invariants (checked by
@@ -53,6 +58,9 @@ type vcState struct {
 //  5. Usage: each gang's leaves are owned by it and by nothing else; each
 //     member lies inside one node; a guaranteed gang's physical leaves are
 //     its virtual leaves through the binding.
+//  7. Lower bindings: a virtual cell below a top is bound iff one of its
+//     virtual leaves is used; then its parent is bound and it maps to a
+//     child of its parent's physical cell, distinct from its siblings'.
 //  6. Sharing safety, per chain and level: free cells (counted in cells of
 //     that level) hold every VC's unbound virtual cells at that level and
 //     above.
@@ -79,7 +87,7 @@ func (s *state) clone() *state {
 		seq:      s.seq,
 	}
 	for i, v := range s.vcs {
-		t.vcs[i] = vcState{bind: slices.Clone(v.bind), doomed: slices.Clone(v.doomed), leaf: slices.Clone(v.leaf)}
+		t.vcs[i] = vcState{bind: slices.Clone(v.bind), doomed: slices.Clone(v.doomed), leaf: slices.Clone(v.leaf), vmap: slices.Clone(v.vmap)}
 	}
 	for k, g := range s.gangs {
 		t.gangs[k] = g
@@ -161,6 +169,12 @@ func (a *Allocator) checkInvariants(s *state) error {
 			nbound--
 		}
 	}
+	// 7.
+	for v := range a.vcs {
+		if err := a.checkLowerBindings(s, v); err != nil {
+			return err
+		}
+	}
 	if nbound != 0 {
 		return fmt.Errorf("%d physical binding points without a virtual cell", -nbound)
 	}
@@ -208,6 +222,38 @@ func (a *Allocator) checkInvariants(s *state) error {
 	}
 	// 6.
 	return a.safe(s)
+}
+
+// checkLowerBindings verifies invariant 7 for VC v.
+func (a *Allocator) checkLowerBindings(s *state, v int) error {
+	f := &a.virt[v]
+	vs := &s.vcs[v]
+	for c, ci := range f.cells {
+		if ci.parent < 0 {
+			if vs.vmap[c] != -1 {
+				return fmt.Errorf("vc %s: top %s has a lower binding", a.vcs[v].name, ci.addr)
+			}
+			continue
+		}
+		used := slices.ContainsFunc(vs.leaf[ci.lo:ci.hi], func(id string) bool { return id != "" })
+		q := vs.vmap[c]
+		if used != (q >= 0) {
+			return fmt.Errorf("vc %s: cell %s used=%v but mapped to %d", a.vcs[v].name, ci.addr, used, q)
+		}
+		if q < 0 {
+			continue
+		}
+		pp := a.vphys(s, v, ci.parent)
+		if pp < 0 || a.phys.cells[q].parent != pp || a.phys.cells[q].level != ci.level {
+			return fmt.Errorf("vc %s: cell %s maps to %s, not a child of its parent's cell", a.vcs[v].name, ci.addr, a.phys.cells[q].addr)
+		}
+		for _, sib := range f.cells[ci.parent].children {
+			if sib != c && vs.vmap[sib] == q {
+				return fmt.Errorf("vc %s: cells %s and %s both map to %s", a.vcs[v].name, ci.addr, f.cells[sib].addr, a.phys.cells[q].addr)
+			}
+		}
+	}
+	return nil
 }
 
 // safe checks sharing safety for every chain and level.

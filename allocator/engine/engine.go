@@ -319,9 +319,10 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: j.ScaleFactor, Weight: j.Weight,
 			RemainingSteps: math.Max(j.RemainingSteps, 0), TimeSinceStartS: math.Max(s.TimeS-j.ArrivalS, 0),
 			IsolatedTimeS: &iso}
-		if j.DeadlineS > 0 {
-			left := math.Max(j.DeadlineS-s.TimeS, 1e-3)
-			pj.SLOs = &left
+		if j.DeadlineS > 0 && j.DeadlineS > j.ArrivalS {
+			// policies count slo_s from the job's start.
+			slo := j.DeadlineS - j.ArrivalS
+			pj.SLOs = &slo
 		}
 		p.Jobs = append(p.Jobs, pj)
 	}

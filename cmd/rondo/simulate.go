@@ -28,6 +28,7 @@ type simulateCmd struct {
 	rate, round, preempt, maxTime                               float64
 	seed                                                        int64
 	multiGPU, multiPriority, jsonOut, compat, ideal             bool
+	vc                                                          vcFlags
 }
 
 func newSimulate() *simulateCmd {
@@ -53,6 +54,7 @@ func newSimulate() *simulateCmd {
 	f.Float64Var(&c.preempt, "preemption-cost", 0, "seconds lost when a job (re)starts after running (checkpoint + restore)")
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
+	c.vc.register(f)
 	return c
 }
 
@@ -85,6 +87,9 @@ func parsePrices(s string) (map[string]float64, error) {
 func (c *simulateCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
+	}
+	if c.vc.config != "" {
+		return c.runVC()
 	}
 	if c.policy == "" {
 		return c.fail(fmt.Errorf("--policy is required"))

@@ -138,6 +138,8 @@ type AgentConfig struct {
 	ClientHCL string
 	ExtraHCL  string
 	LogLevel  string
+	// ACL turns ACLs on (the caller bootstraps them).
+	ACL bool
 }
 
 func quote(s string) string { return strconv.Quote(s) }
@@ -194,6 +196,9 @@ func (c AgentConfig) HCL() string {
 		}
 	}
 	b.WriteString("consul {\n  client_auto_join = false\n  server_auto_join = false\n  auto_advertise = false\n}\n")
+	if c.ACL {
+		b.WriteString("acl {\n  enabled = true\n}\n")
+	}
 	b.WriteString(c.ExtraHCL + "\n")
 	return b.String()
 }

@@ -143,10 +143,18 @@ func (m *Model) Solve() (*Solution, error) {
 	if m.maximize {
 		C.Clp_setObjSense(model, -1)
 	}
-	// initialSolve (presolve, then Clp's choice of algorithm): a plain
-	// Clp_dual from scratch returned non-optimal points on small degenerate
-	// masters of the decomposition.
+	// Clp is occasionally wrong on small degenerate models: a plain dual
+	// simplex from scratch returned non-optimal points, and initialSolve's
+	// presolve called a feasible model infeasible. Try initialSolve, then the
+	// primal and the dual simplex from scratch, and only then believe a
+	// failure.
 	C.Clp_initialSolve(model)
+	if C.Clp_status(model) != 0 {
+		C.Clp_primal(model, 0)
+	}
+	if C.Clp_status(model) != 0 {
+		C.Clp_dual(model, 0)
+	}
 	switch st := C.Clp_status(model); st {
 	case 0:
 	case 1:

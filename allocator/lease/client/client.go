@@ -1,0 +1,187 @@
+// Package client is the training task's side of Rondo's lease API: report
+// progress, ask whether the lease continues.
+//
+//	c, err := client.FromEnv()
+//	...
+//	c.Report(ctx, steps, stepsPerSec, "a100")
+//	l, err := c.Lease(ctx)
+//	if !l.Continue { checkpoint to l.CheckpointDir; exit 0 }
+//
+// The token is the task's Nomad workload identity, re-read on every call
+// because Nomad renews it (at half its TTL) in the file and, with
+// change_mode = "restart", the environment.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/lease"
+)
+
+// IdentityName is the name of the identity block the lease API expects
+// (`identity { name = "rondo" aud = ["rondo-lease"] file = true ttl = "1h" }`);
+// Nomad exposes it as NOMAD_TOKEN_rondo and secrets/nomad_rondo.jwt.
+const IdentityName = "rondo"
+
+// Client talks to the allocator's lease API.
+type Client struct {
+	// Addr is the API's base URL, e.g. "http://10.0.0.5:4680".
+	Addr string
+	// Namespace, Job and Alloc identify the caller; FromEnv fills them from
+	// NOMAD_NAMESPACE, NOMAD_JOB_ID and NOMAD_ALLOC_ID.
+	Namespace, Job, Alloc string
+	// Token returns the bearer token for each call.
+	Token func() (string, error)
+	// HTTP is the client used; default one with a 30s timeout.
+	HTTP *http.Client
+}
+
+// TokenFromEnv returns a token source trying, in order: the file named by
+// RONDO_IDENTITY_FILE; the "rondo" identity (NOMAD_TOKEN_rondo,
+// $NOMAD_SECRETS_DIR/nomad_rondo.jwt); the default identity (NOMAD_TOKEN,
+// $NOMAD_SECRETS_DIR/nomad_token).
+func TokenFromEnv() func() (string, error) {
+	return func() (string, error) {
+		secrets := os.Getenv("NOMAD_SECRETS_DIR")
+		type src struct{ env, file string }
+		srcs := []src{
+			{file: os.Getenv("RONDO_IDENTITY_FILE")},
+			{env: "NOMAD_TOKEN_" + IdentityName},
+			{file: join(secrets, "nomad_"+IdentityName+".jwt")},
+			{env: "NOMAD_TOKEN"},
+			{file: join(secrets, "nomad_token")},
+		}
+		for _, s := range srcs {
+			if s.env != "" {
+				if v := strings.TrimSpace(os.Getenv(s.env)); v != "" {
+					return v, nil
+				}
+				continue
+			}
+			if s.file == "" {
+				continue
+			}
+			b, err := os.ReadFile(s.file)
+			if err == nil && len(bytes.TrimSpace(b)) > 0 {
+				return string(bytes.TrimSpace(b)), nil
+			}
+		}
+		return "", errors.New("lease client: no workload identity: add an identity block with env or file to the task, or set RONDO_IDENTITY_FILE")
+	}
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, name)
+}
+
+// FromEnv builds a Client from the task's environment: RONDO_LEASE_ADDR
+// (required), NOMAD_NAMESPACE, NOMAD_JOB_ID, NOMAD_ALLOC_ID, and the token
+// sources of TokenFromEnv.
+func FromEnv() (*Client, error) {
+	addr := os.Getenv("RONDO_LEASE_ADDR")
+	if addr == "" {
+		return nil, errors.New("lease client: RONDO_LEASE_ADDR is not set")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	job := os.Getenv("NOMAD_JOB_ID")
+	if job == "" {
+		return nil, errors.New("lease client: NOMAD_JOB_ID is not set (not running under Nomad?)")
+	}
+	return &Client{
+		Addr:      strings.TrimRight(addr, "/"),
+		Namespace: os.Getenv("NOMAD_NAMESPACE"),
+		Job:       job,
+		Alloc:     os.Getenv("NOMAD_ALLOC_ID"),
+		Token:     TokenFromEnv(),
+	}, nil
+}
+
+// Error is a refusal by the API.
+type Error struct {
+	Status int
+	Msg    string
+	Field  string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("lease api: %d: %s (field %s)", e.Status, e.Msg, e.Field)
+	}
+	return fmt.Sprintf("lease api: %d: %s", e.Status, e.Msg)
+}
+
+// Temporary reports whether retrying later may succeed (5xx).
+func (e *Error) Temporary() bool { return e.Status >= 500 }
+
+// Report sends a progress report.
+func (c *Client) Report(ctx context.Context, stepsDone int64, stepsPerSec float64, gpuType string) error {
+	req := lease.ProgressRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc,
+		StepsDone: &stepsDone, ThroughputStepsPerS: &stepsPerSec, GPUType: gpuType}
+	return c.do(ctx, "/v1/progress", req, nil)
+}
+
+// Lease asks whether the lease continues.
+func (c *Client) Lease(ctx context.Context) (lease.LeaseResponse, error) {
+	var out lease.LeaseResponse
+	err := c.do(ctx, "/v1/lease", lease.LeaseRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc}, &out)
+	return out, err
+}
+
+func (c *Client) do(ctx context.Context, path string, in, out any) error {
+	tok, err := c.Token()
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Addr+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var e lease.ErrorResponse
+		_ = json.Unmarshal(b, &e)
+		if e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return &Error{Status: resp.StatusCode, Msg: e.Error, Field: e.Field}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("lease api: %s: decode answer: %w", path, err)
+		}
+	}
+	return nil
+}

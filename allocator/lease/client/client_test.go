@@ -1,0 +1,94 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/lease"
+)
+
+// fakeVerifier accepts tokens "job:alloc".
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(_ context.Context, tok string) (*lease.Identity, error) {
+	job, alloc, ok := strings.Cut(tok, ":")
+	if !ok {
+		return nil, lease.ErrInvalidToken
+	}
+	return &lease.Identity{Namespace: "default", Job: job, Alloc: alloc}, nil
+}
+
+type rec struct {
+	mu  sync.Mutex
+	got []lease.Progress
+}
+
+func (r *rec) Lease(_ context.Context, c lease.Caller) (lease.Grant, error) {
+	return lease.Grant{Continue: c.Job == "train", ExpiresAt: time.Unix(1900000000, 0), Round: 4, CheckpointDir: "/ck"}, nil
+}
+
+func (r *rec) Report(_ context.Context, _ lease.Caller, p lease.Progress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, p)
+	return nil
+}
+
+func TestClientFromEnv(t *testing.T) {
+	r := &rec{}
+	srv := httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: r, Sink: r}).Handler())
+	defer srv.Close()
+
+	secrets := t.TempDir()
+	t.Setenv("RONDO_LEASE_ADDR", strings.TrimPrefix(srv.URL, "http://")) // scheme optional
+	t.Setenv("NOMAD_JOB_ID", "train")
+	t.Setenv("NOMAD_ALLOC_ID", "a1")
+	t.Setenv("NOMAD_NAMESPACE", "default")
+	t.Setenv("NOMAD_SECRETS_DIR", secrets)
+	t.Setenv("NOMAD_TOKEN", "")
+	t.Setenv("NOMAD_TOKEN_rondo", "")
+	t.Setenv("RONDO_IDENTITY_FILE", "")
+
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Report(ctx, 10, 1.5, "a100"); err == nil || !strings.Contains(err.Error(), "no workload identity") {
+		t.Fatalf("without a token: %v", err)
+	}
+	// The named identity's file; re-read on every call.
+	if err := os.WriteFile(filepath.Join(secrets, "nomad_rondo.jwt"), []byte("train:a1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Report(ctx, 10, 1.5, "a100"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lease(ctx)
+	if err != nil || !l.Continue || l.Round != 4 || l.CheckpointDir != "/ck" || !l.LeaseExpiresAt.Equal(time.Unix(1900000000, 0)) {
+		t.Fatalf("lease: %+v %v", l, err)
+	}
+	if len(r.got) != 1 || r.got[0].StepsDone != 10 || r.got[0].ThroughputStepsPerS != 1.5 || r.got[0].GPUType != "a100" {
+		t.Fatalf("reports: %+v", r.got)
+	}
+
+	// NOMAD_TOKEN_rondo wins over the file; a token for another job is refused.
+	t.Setenv("NOMAD_TOKEN_rondo", "other:a1")
+	_, err = c.Lease(ctx)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 403 || e.Field != "job" || e.Temporary() {
+		t.Fatalf("token of another job: %v", err)
+	}
+
+	t.Setenv("RONDO_LEASE_ADDR", "")
+	if _, err := FromEnv(); err == nil {
+		t.Fatal("FromEnv without RONDO_LEASE_ADDR succeeded")
+	}
+}

@@ -1,0 +1,126 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// DefaultLockPath is the leader lock's variable unless LeaderOptions.Path
+// says otherwise.
+const DefaultLockPath = "rondo/allocator-leader"
+
+// ErrLeadershipLost is returned by RunAsLeader when the lock could not be
+// renewed; fn's context was cancelled. The caller may call RunAsLeader again.
+var ErrLeadershipLost = errors.New("state: leader lock lost")
+
+// LeaderOptions configures RunAsLeader.
+type LeaderOptions struct {
+	Namespace string        // default "default"
+	Path      string        // default DefaultLockPath
+	TTL       time.Duration // lock TTL; Nomad accepts 10s to 24h; default 15s
+	// RetryInterval is how often a follower tries to take the lock; default TTL/2.
+	RetryInterval time.Duration
+	// OnWait, if set, is called each time the lock is found held by another.
+	OnWait func()
+}
+
+// RunAsLeader blocks until it holds the Nomad variable lock at o.Path, then
+// runs fn with a context that is cancelled as soon as a renewal fails, and
+// renews the lock every TTL/3 while fn runs. It releases the lock when fn
+// returns and returns fn's error, ErrLeadershipLost, or ctx's error.
+//
+// It is a small loop over api.Locks rather than api.LockLeaser because the
+// leaser keeps running the protected function when a renewal fails with a
+// lock conflict (someone else took the lock): two allocators would run at
+// once. Here losing the lock always cancels fn. A deposed leader can still be
+// mid-write when cancelled; the state's check-and-set (Store.Save) rejects
+// that write, so the lock is for liveness and the CAS for safety.
+//
+// c.Locks (nomad/api) rewrites c's retry settings without a lock, so two
+// RunAsLeader calls must not share one *api.Client (the race detector
+// catches it); one allocator process runs one.
+func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ctx context.Context) error) error {
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Path == "" {
+		o.Path = DefaultLockPath
+	}
+	if o.TTL == 0 {
+		o.TTL = api.DefaultLockTTL
+	}
+	if o.RetryInterval == 0 {
+		o.RetryInterval = o.TTL / 2
+	}
+	locks, err := c.Locks(api.WriteOptions{Namespace: o.Namespace},
+		api.Variable{Namespace: o.Namespace, Path: o.Path, Lock: &api.VariableLock{TTL: o.TTL.String()}},
+		api.LocksOptionWithMaxRetries(3))
+	if err != nil {
+		return fmt.Errorf("state: leader lock: %w", err)
+	}
+	for {
+		_, err := locks.Acquire(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, api.ErrLockConflict) {
+			return fmt.Errorf("state: acquire leader lock %s: %w", o.Path, err)
+		}
+		if o.OnWait != nil {
+			o.OnWait()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(o.RetryInterval):
+		}
+	}
+	defer func() {
+		// Release with a context of its own: ctx may be the reason we stop.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = locks.Release(rctx) // after a lost lease this conflicts; nothing to do
+	}()
+
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(fctx) }()
+	tick := time.NewTicker(o.TTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			rctx, rcancel := context.WithTimeout(ctx, o.TTL/3)
+			err := locks.Renew(rctx)
+			rcancel()
+			if err != nil {
+				cancel()
+				<-done
+				return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
+			}
+		}
+	}
+}
+
+// Lock returns a bare lock handle (Acquire, Renew, Release) on o's path, for
+// callers that want their own loop.
+func Lock(c *api.Client, o LeaderOptions) (*api.Locks, error) {
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Path == "" {
+		o.Path = DefaultLockPath
+	}
+	if o.TTL == 0 {
+		o.TTL = api.DefaultLockTTL
+	}
+	return c.Locks(api.WriteOptions{Namespace: o.Namespace},
+		api.Variable{Namespace: o.Namespace, Path: o.Path, Lock: &api.VariableLock{TTL: o.TTL.String()}})
+}

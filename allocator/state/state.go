@@ -1,0 +1,162 @@
+// Package state holds the allocator's durable state and persists it in Nomad
+// Variables with check-and-set, so that a restarted (or fail-over) allocator
+// resumes where the previous one stopped and two allocators can never both
+// write. See README.md for the layout and why Variables rather than an
+// embedded store.
+package state
+
+import (
+	"slices"
+	"time"
+)
+
+// SchemaVersion is written with every state; Load refuses newer versions
+// rather than silently dropping fields it does not know.
+const SchemaVersion = 1
+
+// State is everything the allocator must not forget across a restart.
+//
+// Jobs are keyed by the agent's job key: the job id, or "namespace/id" when
+// the agent manages several namespaces (ids are unique only per namespace).
+type State struct {
+	Version int `json:"version"`
+	// Round is the number of the last round whose plan was recorded.
+	Round int64 `json:"round"`
+	// Received is the GPU time each job has received, per GPU type, in
+	// seconds (Gavel's "time received", the denominator of the priorities).
+	Received map[string]map[string]float64 `json:"received_s,omitempty"`
+	// Throughput is the measured throughput per job and GPU type.
+	Throughput map[string]map[string]Measurement `json:"throughput,omitempty"`
+	// InFlight is the plan being enforced; nil once it is fully applied.
+	InFlight *Decision `json:"in_flight,omitempty"`
+	// SavedAt is set by Save.
+	SavedAt time.Time `json:"saved_at"`
+}
+
+// Measurement is a throughput estimate from progress reports.
+type Measurement struct {
+	StepsPerSec float64   `json:"steps_per_s"`
+	Samples     int64     `json:"samples"`
+	At          time.Time `json:"at"`
+}
+
+// Decision is a round's plan as recorded before any of it is enforced. A
+// restarted allocator finds it in InFlight and reconciles: it applies the
+// intents not yet marked applied (after checking the cluster, since one may
+// have been applied just before the crash) or rolls them back.
+type Decision struct {
+	ID         string    `json:"id"`
+	Round      int64     `json:"round"`
+	RecordedAt time.Time `json:"recorded_at"`
+	Intents    []Intent  `json:"intents"`
+}
+
+// Intent is one job's part of a plan.
+type Intent struct {
+	Namespace string `json:"namespace,omitempty"`
+	Job       string `json:"job"`
+	// Action: admit, keep, suspend, resume, migrate, resize, preempt.
+	Action   string   `json:"action"`
+	Node     string   `json:"node,omitempty"`
+	GPUType  string   `json:"gpu_type,omitempty"`
+	GPUs     []string `json:"gpus,omitempty"`
+	Cell     string   `json:"cell,omitempty"`
+	Priority int      `json:"priority,omitempty"`
+	// JobModifyIndex is the job's modify index the intent was planned
+	// against. The backend registers with EnforceIndex set to it, so replaying
+	// an intent that was in fact applied before a crash is refused by Nomad
+	// instead of running the job twice; the refusal tells reconcile it was
+	// applied.
+	JobModifyIndex uint64 `json:"job_modify_index,omitempty"`
+	Applied        bool   `json:"applied,omitempty"`
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{
+		Version:    SchemaVersion,
+		Received:   map[string]map[string]float64{},
+		Throughput: map[string]map[string]Measurement{},
+	}
+}
+
+func (s *State) init() {
+	if s.Received == nil {
+		s.Received = map[string]map[string]float64{}
+	}
+	if s.Throughput == nil {
+		s.Throughput = map[string]map[string]Measurement{}
+	}
+}
+
+// AddReceived adds d of GPU time of gpuType to job.
+func (s *State) AddReceived(job, gpuType string, d time.Duration) {
+	s.init()
+	m := s.Received[job]
+	if m == nil {
+		m = map[string]float64{}
+		s.Received[job] = m
+	}
+	m[gpuType] += d.Seconds()
+}
+
+// SetThroughput records a throughput measurement.
+func (s *State) SetThroughput(job, gpuType string, m Measurement) {
+	s.init()
+	t := s.Throughput[job]
+	if t == nil {
+		t = map[string]Measurement{}
+		s.Throughput[job] = t
+	}
+	t[gpuType] = m
+}
+
+// RemoveJob forgets a finished job.
+func (s *State) RemoveJob(job string) {
+	delete(s.Received, job)
+	delete(s.Throughput, job)
+}
+
+// Begin records d as the plan in flight and advances Round to d.Round. It
+// only changes memory: the caller must Save before enforcing anything, which
+// is what makes the decision survive a crash.
+func (s *State) Begin(d Decision) {
+	d.Intents = slices.Clone(d.Intents)
+	s.InFlight = &d
+	if d.Round > s.Round {
+		s.Round = d.Round
+	}
+}
+
+// MarkApplied marks the in-flight intent for (namespace, job) applied and
+// reports whether there was one.
+func (s *State) MarkApplied(namespace, job string) bool {
+	if s.InFlight == nil {
+		return false
+	}
+	for i := range s.InFlight.Intents {
+		in := &s.InFlight.Intents[i]
+		if in.Job == job && in.Namespace == namespace {
+			in.Applied = true
+			return true
+		}
+	}
+	return false
+}
+
+// Pending returns the in-flight intents not yet applied.
+func (s *State) Pending() []Intent {
+	if s.InFlight == nil {
+		return nil
+	}
+	var out []Intent
+	for _, in := range s.InFlight.Intents {
+		if !in.Applied {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// Finish clears the in-flight decision (all applied, or rolled back).
+func (s *State) Finish() { s.InFlight = nil }

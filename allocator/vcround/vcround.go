@@ -1,0 +1,335 @@
+// Package vcround runs the two layers of virtual clusters each round: the
+// cell layer (allocator/cells) decides which GPUs each VC may use — its
+// virtual cells, bound lazily to physical ones with sharing safety — and
+// each VC's own round engine (allocator/engine, the VC's policy) decides
+// which of its jobs run on them. Opportunistic jobs share whatever the VCs
+// leave free under one more engine.
+//
+//	Snapshot ─► per VC (declaration order):
+//	              virtual GPUs of its cells ─► engine.Round ─► VC plan
+//	              ─► cells.Allocate(guaranteed) per started job
+//	          ─► opportunistic engine on the GPUs guaranteed work left
+//	              ─► cells.Allocate(opportunistic)
+//	          ─► merged cluster Plan (physical GPUs, nodes)
+//
+// A VC's engine sees only its own virtual GPUs and jobs, and the cell
+// layer places its gangs on its virtual cells using only its own state, so
+// each VC's sequence of plans is the one its private cluster (its quota as
+// dedicated cells) would produce: sharing safety makes binding always
+// succeed, and opportunistic work never blocks it (it is preempted).
+package vcround
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rondo-sched/rondo/allocator/cells"
+	"github.com/rondo-sched/rondo/allocator/engine"
+)
+
+// VC is one virtual cluster's second layer: its engine (its policy).
+type VC struct {
+	Name   string
+	Engine *engine.Engine
+}
+
+// Job is an active job: the engine's view plus its VC and class.
+type Job struct {
+	engine.Job
+	VC            string
+	Opportunistic bool
+}
+
+// Snapshot is what the round sees: the time and the active (arrived,
+// unfinished) jobs in arrival order. Jobs that left are released.
+type Snapshot struct {
+	TimeS float64
+	Jobs  []Job
+}
+
+// Result is one round's decision.
+type Result struct {
+	// Plan is the merged cluster plan: physical GPU addresses, node
+	// addresses as servers; Keep when a job keeps its physical GPUs.
+	Plan engine.Plan
+	// VCPlans are the VCs' own plans on their virtual GPUs, in declaration
+	// order; nil for a VC without active guaranteed jobs (its engine is not
+	// called). OppPlan is the opportunistic engine's plan (nil if none).
+	VCPlans []*engine.Plan
+	OppPlan *engine.Plan
+	// Preempted lists opportunistic jobs evicted by guaranteed placements.
+	Preempted []string
+	// Regrouped counts started jobs whose engine split over nodes did not fit
+	// the cells left and were placed GPU by GPU instead.
+	Regrouped int
+	// Dropped lists jobs an engine selected that the cell layer could not
+	// place (only when bad GPUs make a virtual GPU's target uncertain).
+	Dropped []string
+}
+
+// Scheduler holds the cell allocator and the engines between rounds. It is
+// not safe for concurrent use.
+type Scheduler struct {
+	a     *cells.Allocator
+	vcs   []VC
+	opp   *engine.Engine
+	node  map[string]string // physical GPU -> node
+	vcIdx map[string]int
+}
+
+// New pairs the allocator's VCs with engines: vcs must name every VC of
+// the allocator once, in its declaration order. opp may be nil: then
+// opportunistic jobs never run.
+func New(a *cells.Allocator, vcs []VC, opp *engine.Engine) (*Scheduler, error) {
+	names := a.VCs()
+	if len(vcs) != len(names) {
+		return nil, fmt.Errorf("vcround: %d engines for %d VCs", len(vcs), len(names))
+	}
+	s := &Scheduler{a: a, vcs: vcs, opp: opp, node: map[string]string{}, vcIdx: map[string]int{}}
+	for i, v := range vcs {
+		if v.Name != names[i] || v.Engine == nil {
+			return nil, fmt.Errorf("vcround: engine %d is for %q (engine set: %v), want %q", i, v.Name, v.Engine != nil, names[i])
+		}
+		s.vcIdx[v.Name] = i
+	}
+	for _, g := range a.PhysicalGPUs() {
+		s.node[g.Addr] = g.Node
+	}
+	return s, nil
+}
+
+// Round decides one round.
+func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
+	active := map[string]*Job{}
+	for i := range snap.Jobs {
+		j := &snap.Jobs[i]
+		if _, dup := active[j.ID]; dup || j.ID == "" {
+			return nil, fmt.Errorf("vcround: duplicate or empty job id %q", j.ID)
+		}
+		if _, ok := s.vcIdx[j.VC]; !ok && !j.Opportunistic {
+			return nil, fmt.Errorf("vcround: job %s: unknown vc %q", j.ID, j.VC)
+		}
+		active[j.ID] = j
+	}
+	// Jobs that left release their gangs; remember the others' GPUs.
+	prev := map[string][]string{}
+	var prevOrder []string
+	for _, id := range s.a.Gangs() {
+		if active[id] == nil {
+			if err := s.a.Release(id); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		g, _ := s.a.Gang(id)
+		prev[id] = slices.Concat(g.Members...)
+		prevOrder = append(prevOrder, id)
+	}
+	res := &Result{VCPlans: make([]*engine.Plan, len(s.vcs)), Plan: engine.Plan{TimeS: snap.TimeS}}
+	prio := map[string]float64{}
+	for v, vc := range s.vcs {
+		var jobs []engine.Job
+		for _, j := range snap.Jobs {
+			if !j.Opportunistic && j.VC == vc.Name {
+				jobs = append(jobs, j.Job)
+			}
+		}
+		if len(jobs) == 0 {
+			continue
+		}
+		virt := s.a.VirtualGPUs(vc.Name)
+		var running []engine.Assignment
+		for _, j := range jobs {
+			if g, ok := s.a.Gang(j.ID); ok {
+				running = append(running, assignment(j.ID, slices.Concat(g.Virtual...), virt))
+			}
+		}
+		var gpus []engine.GPU
+		for _, g := range virt {
+			gpus = append(gpus, engine.GPU{ID: g.Addr, Type: g.Type, Server: g.Node, Failed: g.Bad})
+		}
+		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
+		if err != nil {
+			return nil, fmt.Errorf("vcround: vc %s: %w", vc.Name, err)
+		}
+		res.VCPlans[v] = plan
+		res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
+		if err := s.apply(plan, running, vc.Name, cells.Guaranteed, nodes(virt), res, prio); err != nil {
+			return nil, err
+		}
+	}
+	if s.opp != nil {
+		if err := s.roundOpportunistic(snap, res, prio); err != nil {
+			return nil, err
+		}
+	}
+	// Merge: every placed job, in placement order.
+	phys := s.a.PhysicalGPUs()
+	now := map[string]bool{}
+	for _, id := range s.a.Gangs() {
+		g, _ := s.a.Gang(id)
+		ids := slices.Concat(g.Members...)
+		act := engine.Start
+		if slices.Equal(prev[id], ids) {
+			act = engine.Keep
+		}
+		a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: act, Priority: prio[id]}
+		if len(ids) > 0 {
+			a.Type = typeOf(phys, ids[0])
+		}
+		for _, gid := range ids {
+			if n := s.node[gid]; !slices.Contains(a.Servers, n) {
+				a.Servers = append(a.Servers, n)
+			}
+		}
+		res.Plan.Assignments = append(res.Plan.Assignments, a)
+		now[id] = true
+	}
+	for _, id := range prevOrder {
+		if !now[id] {
+			res.Plan.Suspend = append(res.Plan.Suspend, id)
+		}
+	}
+	return res, nil
+}
+
+// roundOpportunistic runs the opportunistic engine on the healthy GPUs that
+// guaranteed gangs do not hold.
+func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[string]float64) error {
+	var jobs []engine.Job
+	for _, j := range snap.Jobs {
+		if j.Opportunistic {
+			jobs = append(jobs, j.Job)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	guaranteed := map[string]bool{}
+	for _, id := range s.a.Gangs() {
+		if g, _ := s.a.Gang(id); g.Priority != cells.Opportunistic {
+			for _, m := range g.Members {
+				for _, gid := range m {
+					guaranteed[gid] = true
+				}
+			}
+		}
+	}
+	phys := s.a.PhysicalGPUs()
+	var gpus []engine.GPU
+	for _, g := range phys {
+		if !guaranteed[g.Addr] && !g.Bad {
+			gpus = append(gpus, engine.GPU{ID: g.Addr, Type: g.Type, Server: g.Node})
+		}
+	}
+	var running []engine.Assignment
+	for _, j := range jobs {
+		if g, ok := s.a.Gang(j.ID); ok {
+			running = append(running, assignment(j.ID, slices.Concat(g.Members...), phys))
+		}
+	}
+	plan, err := s.opp.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
+	if err != nil {
+		return fmt.Errorf("vcround: opportunistic: %w", err)
+	}
+	res.OppPlan = plan
+	res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
+	return s.apply(plan, running, "", cells.Opportunistic, s.node, res, prio)
+}
+
+// apply carries an engine plan out on the cell layer: running jobs not kept
+// on the same GPUs release their gangs, then started jobs are allocated
+// with the engine's split over nodes (regrouped GPU by GPU if the cells
+// left do not hold that split).
+func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc string, p cells.Priority, nodeOf map[string]string, res *Result, prio map[string]float64) error {
+	kept := map[string]bool{}
+	for _, a := range plan.Assignments {
+		prio[a.Jobs[0]] = a.Priority
+		if a.Action == engine.Keep {
+			kept[a.Jobs[0]] = true
+		}
+	}
+	for _, r := range running {
+		if !kept[r.Jobs[0]] {
+			if err := s.a.Release(r.Jobs[0]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, a := range plan.Assignments {
+		if a.Action == engine.Keep {
+			continue
+		}
+		if len(a.Jobs) != 1 {
+			return fmt.Errorf("vcround: packed units (%v) are not supported", a.Jobs)
+		}
+		req := cells.Request{ID: a.Jobs[0], VC: vc, Priority: p, Members: split(a.GPUs, nodeOf)}
+		pl, err := s.a.Allocate(req)
+		if errors.Is(err, cells.ErrWait) {
+			req.Members = slices.Repeat([]int{1}, len(a.GPUs))
+			if pl, err = s.a.Allocate(req); err == nil {
+				res.Regrouped++
+			}
+		}
+		if errors.Is(err, cells.ErrWait) {
+			res.Dropped = append(res.Dropped, a.Jobs[0])
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("vcround: job %s: %w", a.Jobs[0], err)
+		}
+		res.Preempted = append(res.Preempted, pl.Preempted...)
+	}
+	return nil
+}
+
+// split counts ids per node, in order of first appearance.
+func split(ids []string, nodeOf map[string]string) []int {
+	var nodes []string
+	var n []int
+	for _, id := range ids {
+		k := slices.Index(nodes, nodeOf[id])
+		if k < 0 {
+			nodes = append(nodes, nodeOf[id])
+			n = append(n, 0)
+			k = len(n) - 1
+		}
+		n[k]++
+	}
+	return n
+}
+
+// assignment describes a running gang to an engine, on the GPUs of gpus.
+func assignment(id string, ids []string, gpus []cells.GPU) engine.Assignment {
+	a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: engine.Keep}
+	for _, gid := range ids {
+		for _, g := range gpus {
+			if g.Addr == gid {
+				a.Type = g.Type
+				if !slices.Contains(a.Servers, g.Node) {
+					a.Servers = append(a.Servers, g.Node)
+				}
+				break
+			}
+		}
+	}
+	return a
+}
+
+func typeOf(gpus []cells.GPU, id string) string {
+	for _, g := range gpus {
+		if g.Addr == id {
+			return g.Type
+		}
+	}
+	return ""
+}
+
+func nodes(gpus []cells.GPU) map[string]string {
+	m := make(map[string]string, len(gpus))
+	for _, g := range gpus {
+		m[g.Addr] = g.Node
+	}
+	return m
+}

@@ -1,0 +1,71 @@
+#!/bin/sh
+# Rondo lease API from a shell: what a training loop does at each checkpoint
+# boundary, with curl.
+#
+#   lease-client.sh progress STEPS_DONE STEPS_PER_S GPU_TYPE   # -> 204
+#   lease-client.sh lease                                      # -> {"continue":..., "lease_expires_at":..., "round":..., "checkpoint_dir":...}
+#   lease-client.sh health
+#
+# Environment: RONDO_LEASE_ADDR (host:port or URL, required); NOMAD_JOB_ID,
+# NOMAD_ALLOC_ID, NOMAD_NAMESPACE (set by Nomad; RONDO_JOB overrides the job).
+# Token, first found: $RONDO_IDENTITY_FILE, $NOMAD_TOKEN_rondo,
+# $NOMAD_SECRETS_DIR/nomad_rondo.jwt, $NOMAD_TOKEN, $NOMAD_SECRETS_DIR/nomad_token.
+# The task needs an identity block, preferably a dedicated one:
+#   identity { name = "rondo"  aud = ["rondo-lease"]  file = true  ttl = "1h" }
+#
+# Prints the answer's body on stdout and "http_status=N" on stderr; exits 0 on
+# 2xx, 1 otherwise. For "lease", exits 3 when the lease does not continue:
+# checkpoint and exit.
+set -eu
+
+addr=${RONDO_LEASE_ADDR:?RONDO_LEASE_ADDR is not set}
+case $addr in *://*) ;; *) addr="http://$addr" ;; esac
+addr=${addr%/}
+
+token() {
+  secrets=${NOMAD_SECRETS_DIR:-}
+  if [ -n "${RONDO_IDENTITY_FILE:-}" ] && [ -s "$RONDO_IDENTITY_FILE" ]; then cat "$RONDO_IDENTITY_FILE"; return; fi
+  if [ -n "${NOMAD_TOKEN_rondo:-}" ]; then printf %s "$NOMAD_TOKEN_rondo"; return; fi
+  if [ -n "$secrets" ] && [ -s "$secrets/nomad_rondo.jwt" ]; then cat "$secrets/nomad_rondo.jwt"; return; fi
+  if [ -n "${NOMAD_TOKEN:-}" ]; then printf %s "$NOMAD_TOKEN"; return; fi
+  if [ -n "$secrets" ] && [ -s "$secrets/nomad_token" ]; then cat "$secrets/nomad_token"; return; fi
+  echo "lease-client: no workload identity (add an identity block to the task)" >&2
+  exit 1
+}
+
+# JSON string escaping for ids (backslash and double quote).
+q() { printf '"%s"' "$(printf %s "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
+
+job=${RONDO_JOB:-${NOMAD_JOB_ID:?NOMAD_JOB_ID is not set}}
+ids="\"job\":$(q "$job")"
+[ -n "${NOMAD_ALLOC_ID:-}" ] && ids="$ids,\"alloc\":$(q "$NOMAD_ALLOC_ID")"
+[ -n "${NOMAD_NAMESPACE:-}" ] && ids="$ids,\"namespace\":$(q "$NOMAD_NAMESPACE")"
+
+post() { # path body
+  out=$(mktemp)
+  code=$(curl -sS -o "$out" -w '%{http_code}' -X POST \
+    -H "Authorization: Bearer $(token)" -H 'Content-Type: application/json' \
+    --data "$2" "$addr$1") || { rm -f "$out"; exit 1; }
+  cat "$out"; rm -f "$out"
+  echo "http_status=$code" >&2
+  case $code in 2*) return 0 ;; *) exit 1 ;; esac
+}
+
+case ${1:-} in
+progress)
+  [ $# -eq 4 ] || { echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE" >&2; exit 2; }
+  post /v1/progress "{$ids,\"steps_done\":$2,\"throughput_steps_per_s\":$3,\"gpu_type\":$(q "$4")}"
+  ;;
+lease)
+  body=$(post /v1/lease "{$ids}")
+  echo "$body"
+  case $body in *'"continue":false'*) exit 3 ;; esac
+  ;;
+health)
+  curl -sS "$addr/v1/health"
+  ;;
+*)
+  echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE | lease | health" >&2
+  exit 2
+  ;;
+esac
