@@ -1,9 +1,10 @@
 package policies
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/rondo-sched/rondo/policies/lp"
 )
@@ -68,16 +69,16 @@ func hull(e []float64, cap float64, lambda []float64, buf []hullPoint) []hullPoi
 			pts = append(pts, hullPoint{v: cap * ej, c: cap * lambda[j], typ: j})
 		}
 	}
-	sort.Slice(pts, func(a, b int) bool {
-		if pts[a].v != pts[b].v {
-			return pts[a].v < pts[b].v
+	// Insertion sort: k is a handful of GPU types, and this runs for every
+	// job in every pass.
+	for i := 1; i < len(pts); i++ {
+		for j := i; j > 0 && hullLess(pts[j], pts[j-1]); j-- {
+			pts[j], pts[j-1] = pts[j-1], pts[j]
 		}
-		if pts[a].c != pts[b].c {
-			return pts[a].c < pts[b].c
-		}
-		return pts[a].typ < pts[b].typ
-	})
-	out := []hullPoint{{typ: -1}}
+	}
+	// The hull is built in place after the sorted points' slots: it never
+	// has more entries than points seen so far plus the origin.
+	out := append(pts[len(pts):len(pts)], hullPoint{typ: -1})
 	for _, p := range pts {
 		// Among equal levels keep only the cheapest (first after sorting).
 		if last := out[len(out)-1]; last.typ >= 0 && last.v == p.v {
@@ -97,6 +98,16 @@ func hull(e []float64, cap float64, lambda []float64, buf []hullPoint) []hullPoi
 		out = append(out, p)
 	}
 	return out
+}
+
+func hullLess(a, b hullPoint) bool {
+	if a.v != b.v {
+		return a.v < b.v
+	}
+	if a.c != b.c {
+		return a.c < b.c
+	}
+	return a.typ < b.typ
 }
 
 // pointAt writes into r the cheapest GPU-time split reaching level v on the
@@ -173,7 +184,7 @@ func (p *maxMin) price(lambda []float64, hulls [][]hullPoint, events []event) (f
 	if math.IsInf(tmax, 1) {
 		return 0, -constCost, events
 	}
-	sort.Slice(events, func(a, b int) bool { return events[a].t < events[b].t })
+	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.t, b.t) })
 	// Sweep: F(t) = t − Σ cost, concave; walk right while its slope is > 0.
 	t, slope := 0.0, 0.0
 	for _, ev := range events {
