@@ -85,10 +85,12 @@ func lasProblem(in *instance, tput [][]float64) *maxMin {
 
 func solveLAS(name string, in *instance, tput [][]float64) (*Allocation, error) {
 	mm := lasProblem(in, tput)
+	mm.seedPrices = in.seedPrices
 	res, err := mm.solve()
 	if err != nil {
 		return nil, err
 	}
+	in.learnedPrices = res.prices
 	a := newAllocation(name, in)
 	setFromGPUTime(a, in, res.r)
 	fillLeftover(a, in, mm.e)

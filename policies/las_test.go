@@ -136,3 +136,42 @@ func TestPlacementSensitivity(t *testing.T) {
 		t.Fatalf("with 8-GPU V100 servers the job should run on v100, got %v", a.X[0])
 	}
 }
+
+// A hint from the previous round's solve warm-starts the next one: same
+// optimum, fewer decomposition passes.
+func TestSolveWithHint(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	p := randomProblem(rng, 400, 50)
+	_, hint, err := SolveWithHint("las", p, nil)
+	if err != nil || hint == nil {
+		t.Fatalf("err %v hint %v", err, hint)
+	}
+	// Next round: two jobs left, one arrived.
+	next := *p
+	next.Jobs = append(append([]Job(nil), p.Jobs[2:]...), randomProblem(rng, 1, 50).Jobs[0])
+	next.Jobs[len(next.Jobs)-1].ID = "new"
+	cold, err := Solve("las", &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm, _, err := SolveWithHint("las", &next, hint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(cold.Objective-warm.Objective) > 1e-8*cold.Objective {
+		t.Fatalf("warm objective %.12g, cold %.12g", warm.Objective, cold.Objective)
+	}
+	in := newInstance(&next)
+	mm := lasProblem(in, in.tput)
+	coldRes, _ := mm.solve()
+	mm.seedPrices = hint.prices
+	warmRes, _ := mm.solve()
+	if warmRes.passes >= coldRes.passes {
+		t.Fatalf("warm start took %d passes, cold %d", warmRes.passes, coldRes.passes)
+	}
+	t.Logf("passes: cold %d, warm %d", coldRes.passes, warmRes.passes)
+	// A hint for another policy is ignored, not misapplied.
+	if _, _, err := SolveWithHint("makespan", &next, hint); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -34,6 +34,10 @@ type maxMin struct {
 	// water-filling step) with its level warmT.
 	warm  [][]float64
 	warmT float64
+	// seedPrices are capacity-price vectors from an earlier solve of a
+	// similar problem; pricing at them first starts the master near the
+	// optimum (a warm start across consecutive rounds).
+	seedPrices [][]float64
 }
 
 type maxMinResult struct {
@@ -41,6 +45,9 @@ type maxMinResult struct {
 	r      [][]float64
 	passes int
 	gap    float64 // certified upper bound minus t
+	// prices are the capacity prices of the columns in the final mix and
+	// the final prices: seeds for the next, similar solve.
+	prices [][]float64
 }
 
 // relTol is the certified relative optimality gap at which the
@@ -227,8 +234,8 @@ func (p *maxMin) solve() (*maxMinResult, error) {
 			scale = math.Min(scale, top/p.w[m])
 		}
 	}
-	if math.IsInf(scale, 1) || scale <= 0 || scale == 1 {
-		return p.solveScaled()
+	if math.IsInf(scale, 1) || scale <= 0 {
+		scale = 1
 	}
 	q := *p
 	q.e = make([][]float64, n)
@@ -241,13 +248,27 @@ func (p *maxMin) solve() (*maxMinResult, error) {
 		q.floor[m] = p.floor[m] / scale
 	}
 	q.warmT = p.warmT / scale
+	// Prices are per GPU in units of t, so they scale with it.
+	q.seedPrices = scaleAll(p.seedPrices, 1/scale)
 	res, err := q.solveScaled()
 	if err != nil {
 		return nil, err
 	}
 	res.t *= scale
 	res.gap *= scale
+	res.prices = scaleAll(res.prices, scale)
 	return res, nil
+}
+
+func scaleAll(vs [][]float64, f float64) [][]float64 {
+	out := make([][]float64, len(vs))
+	for i, v := range vs {
+		out[i] = make([]float64, len(v))
+		for j, x := range v {
+			out[i][j] = x * f
+		}
+	}
+	return out
 }
 
 func (p *maxMin) solveScaled() (*maxMinResult, error) {
@@ -273,6 +294,25 @@ func (p *maxMin) solveScaled() (*maxMinResult, error) {
 		}
 		cols = append(cols, column{t: 0, use: make([]float64, k)})
 	}
+	// addColumn adds the cheapest point at level t under the hulls of the
+	// last pricing, which was at λ.
+	addColumn := func(lambda []float64, t float64) {
+		use := make([]float64, k)
+		for m := 0; m < n; m++ {
+			pointAt(hulls[m], p.levelOf(m, t), p.cap[m], r)
+			for j := range r {
+				use[j] += r[j]
+			}
+		}
+		cols = append(cols, column{t: t, use: use, lambda: append([]float64(nil), lambda...)})
+	}
+	for _, lambda := range p.seedPrices {
+		if len(lambda) == k {
+			t, _, ev := p.price(lambda, hulls, events)
+			events = ev
+			addColumn(lambda, t)
+		}
+	}
 	var lambda, mu []float64
 	var lower float64
 	var err error
@@ -295,15 +335,9 @@ func (p *maxMin) solveScaled() (*maxMinResult, error) {
 		if upper-lower <= relTol*math.Max(math.Abs(lower), 1e-6) {
 			break
 		}
-		use := make([]float64, k)
-		for m := 0; m < n; m++ {
-			pointAt(hulls[m], p.levelOf(m, t), p.cap[m], r)
-			for j := range r {
-				use[j] += r[j]
-			}
-		}
-		cols = append(cols, column{t: t, use: use, lambda: append([]float64(nil), lambda...)})
+		addColumn(lambda, t)
 	}
+	res.prices = append(res.prices, append([]float64(nil), lambda...))
 	// Rebuild the allocation as the master's convex mix of columns,
 	// re-pricing each used column at the prices it was generated with.
 	res.r = make([][]float64, n)
@@ -313,6 +347,9 @@ func (p *maxMin) solveScaled() (*maxMinResult, error) {
 	for i, c := range cols {
 		if i >= len(mu) || mu[i] <= 1e-13 {
 			continue
+		}
+		if c.lambda != nil {
+			res.prices = append(res.prices, c.lambda)
 		}
 		if c.lambda == nil {
 			if p.warm != nil && i == 0 {

@@ -214,6 +214,10 @@ type instance struct {
 	weight []float64
 	jobs   []Job
 
+	// seedPrices warm-start the decomposition (from a Hint); the solver
+	// leaves what it learned for the next Hint in learnedPrices.
+	seedPrices, learnedPrices [][]float64
+
 	pairA, pairB []int          // job indices of each pair
 	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)
 }

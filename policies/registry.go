@@ -54,26 +54,50 @@ func Canonical(name string) (string, error) {
 
 // Solve validates the problem and runs the named policy.
 func Solve(name string, p *Problem) (*Allocation, error) {
+	a, _, err := SolveWithHint(name, p, nil)
+	return a, err
+}
+
+// Hint is what one solve learned that warm-starts the next solve of the
+// same policy on a similar problem — a round later, a few jobs arrived or
+// left, GPUs changed. Opaque; today the capacity prices of the max-min
+// decomposition (LAS), so a recompute starts near the optimum.
+type Hint struct {
+	policy string
+	prices [][]float64
+}
+
+// SolveWithHint is Solve with a warm start from h (nil: cold). It returns
+// the hint for the next call. The answer meets the same certified
+// tolerance as a cold solve; only the work to reach it changes.
+func SolveWithHint(name string, p *Problem, h *Hint) (*Allocation, *Hint, error) {
 	canon, err := Canonical(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	start := time.Now()
 	in := newInstance(p)
+	if h != nil && h.policy == canon {
+		in.seedPrices = h.prices
+	}
 	var a *Allocation
 	if in.n() == 0 {
 		a = newAllocation(canon, in)
 	} else {
 		a, err = registry[canon](in, p)
 		if err != nil {
-			return nil, fmt.Errorf("policy %s: %w", canon, err)
+			return nil, nil, fmt.Errorf("policy %s: %w", canon, err)
 		}
 	}
 	a.Policy = canon
 	a.finish(in)
 	a.SolveMS = float64(time.Since(start).Microseconds()) / 1000
-	return a, nil
+	var next *Hint
+	if in.learnedPrices != nil {
+		next = &Hint{policy: canon, prices: in.learnedPrices}
+	}
+	return a, next, nil
 }
