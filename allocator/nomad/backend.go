@@ -62,6 +62,11 @@ type Config struct {
 	Now func() time.Time
 	// Done, when closed, cuts Enforce's waits short (agent shutdown).
 	Done <-chan struct{}
+	// OnEvent, if set, is called after each enforcement action took effect
+	// in Nomad: event is admit, resume, migrate, suspend, preempt, withdraw
+	// or gate. The agent marks the decision's intents applied with it and
+	// counts decisions.
+	OnEvent func(job, event string)
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -93,6 +98,7 @@ type Backend struct {
 	epoch time.Time
 
 	mu     sync.Mutex
+	hist   History // restored history, consumed as jobs are first seen
 	jobs   map[string]*jobState
 	gpus   []engine.GPU
 	gpuTyp map[string]string // GPU id -> type
@@ -127,12 +133,34 @@ func New(cfg Config) (*Backend, error) {
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}}, nil
 }
 
+// ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
+// not read or set the scheduler configuration (no operator read/write). The
+// agent runs on; guaranteed jobs then cannot evict opportunistic ones
+// unless an operator enables preemption.
+var ErrPreemptionForbidden = errors.New("the allocator's token may not set the scheduler configuration (403): " +
+	"guaranteed jobs cannot preempt opportunistic ones until an operator runs " +
+	"`nomad operator scheduler set-config -preempt-batch-scheduler=true -preempt-service-scheduler=true` " +
+	"(or grant the token operator write)")
+
+func forbidden(err error) bool {
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) {
+		return ue.StatusCode() == 403
+	}
+	return strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Permission denied")
+}
+
 // Setup enables preemption for batch and service jobs, so that guaranteed
-// jobs can take GPUs from opportunistic ones.
+// jobs can take GPUs from opportunistic ones. Without operator write it
+// returns ErrPreemptionForbidden when preemption is off (and nil when an
+// operator already enabled it).
 func (b *Backend) Setup() error {
 	op := b.cfg.Client.Operator()
 	cur, _, err := op.SchedulerGetConfiguration(nil)
 	if err != nil {
+		if forbidden(err) {
+			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
+		}
 		return fmt.Errorf("nomad: scheduler configuration: %w", err)
 	}
 	conf := cur.SchedulerConfig
@@ -145,6 +173,9 @@ func (b *Backend) Setup() error {
 	conf.PreemptionConfig.BatchSchedulerEnabled = true
 	conf.PreemptionConfig.ServiceSchedulerEnabled = true
 	if _, _, err := op.SchedulerSetConfiguration(conf, nil); err != nil {
+		if forbidden(err) {
+			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
+		}
 		return fmt.Errorf("nomad: enable preemption: %w", err)
 	}
 	return nil
@@ -367,6 +398,12 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 	st := b.jobs[id]
 	if st == nil {
 		st = &jobState{arrivalS: now, lastS: now, received: map[string]float64{}}
+		if a, ok := b.hist.Arrival[id]; ok {
+			st.arrivalS = a
+		}
+		for t, v := range b.hist.Received[id] {
+			st.received[t] = v
+		}
 		b.jobs[id] = st
 	}
 	if finished && liveN == 0 || done >= total {

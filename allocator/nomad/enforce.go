@@ -196,7 +196,26 @@ func (b *Backend) suspend(id, event string) error {
 		return err
 	}
 	b.log.Info(event, "job", id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
+	b.event(id, event)
 	return nil
+}
+
+func (b *Backend) event(id, event string) {
+	if b.cfg.OnEvent != nil {
+		b.cfg.OnEvent(id, event)
+	}
+}
+
+// startEvent names what starting a job means: admit (first time), migrate
+// (it runs elsewhere now) or resume.
+func startEvent(st *jobState) string {
+	switch {
+	case !st.admitted:
+		return "admit"
+	case len(st.gpus) > 0:
+		return "migrate"
+	}
+	return "resume"
 }
 
 func (b *Backend) scaleZero(id, why string) error {
@@ -250,14 +269,9 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	event := "resume"
-	switch {
-	case !st.admitted:
-		event = "admit"
-	case len(st.gpus) > 0:
-		event = "migrate"
-	}
+	event := startEvent(st)
 	b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
+	b.event(id, event)
 	return nil
 }
 
