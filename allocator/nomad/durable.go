@@ -175,3 +175,25 @@ func (b *Backend) CheckpointDirOf(id string) string {
 	}
 	return ""
 }
+
+// JobClass reports an observed job's VC (meta rondo.vc) and whether it is
+// opportunistic; ok is false for a job the backend does not schedule.
+func (b *Backend) JobClass(id string) (vc string, opportunistic, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.jobs[id]
+	if st == nil || st.job == nil {
+		return "", false, false
+	}
+	return st.policy.VC, st.policy.Priority == hcl.Opportunistic, true
+}
+
+// NodeName maps a node id seen by the last Observe to its name.
+func (b *Backend) NodeName(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.nodes[id]; ok {
+		return n
+	}
+	return id
+}

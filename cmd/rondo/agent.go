@@ -20,6 +20,7 @@ import (
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
+	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -75,10 +76,12 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		return nil, errors.New(rhcl.FormatDiagnostics(diags))
 	}
 	s := &agentSettings{cfg: cfg, policy: rhcl.DefaultVCPolicy, round: time.Duration(cfg.RoundSeconds) * time.Second}
-	// One policy for the whole cluster for now: the first VC's.
+	// Without cells, one policy for the whole cluster: the first VC's.
+	// With cells and VCs, each VC runs its own policy on its cells.
 	if len(cfg.VCs) > 0 && cfg.VCs[0].Policy != "" {
 		s.policy = cfg.VCs[0].Policy
 	}
+	s.cells = len(cfg.Cells) > 0 && len(cfg.VCs) > 0
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
@@ -96,9 +99,33 @@ func newEngine(s *agentSettings) (*engine.Engine, error) {
 	return engine.New(engine.Config{Policy: s.policy, RoundS: s.round.Seconds()})
 }
 
-// newDecider is the single engine (one policy for the cluster).
-func newDecider(s *agentSettings, _ *rnomad.Backend) (agent.Decider, error) {
-	return newEngine(s)
+// newDecider is the single engine (one policy for the whole cluster) when
+// the config declares no cells; else the VC scheduler: per-VC engines (each
+// VC's policy) over the cell layer, cells mapped to Nomad nodes by
+// nomad_node, opportunistic jobs under the default VC policy on what the VCs
+// leave free.
+func newDecider(s *agentSettings, b *rnomad.Backend, log hclog.Logger) (agent.Decider, error) {
+	if !s.cells {
+		return newEngine(s)
+	}
+	nodeOf := map[string]string{}
+	for _, c := range s.cfg.Cells {
+		if c.NomadNode == "" {
+			return nil, fmt.Errorf("cell %q: the agent maps cells to Nomad nodes by nomad_node; set it (nomad_nodes, node_pool and node_class are not supported by the agent yet)", c.Name)
+		}
+		nodeOf[c.Name] = c.NomadNode
+	}
+	var pols []string
+	for _, v := range s.vcs {
+		pols = append(pols, v.Policy)
+	}
+	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), NodeOfCell: nodeOf, Policies: pols,
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), NodeName: b.NodeName,
+		ClassOf: func(job string) (vcnomad.Class, bool) {
+			vc, opp, ok := b.JobClass(job)
+			return vcnomad.Class{VC: vc, Opportunistic: opp}, ok
+		},
+		Warn: func(msg string, args ...any) { log.Warn(msg, args...) }})
 }
 
 func (c *agentCmd) Run(args []string) int {
@@ -158,7 +185,7 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		log.Warn("preemption: " + err.Error())
 	}
-	dec, err := newDecider(s, backend)
+	dec, err := newDecider(s, backend, log)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -191,7 +218,11 @@ func (c *agentCmd) Run(args []string) int {
 		defer lsrv.Close()
 		log.Info("lease API", "addr", "http://"+lln.Addr().String())
 	}
-	log.Info("agent started", "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
+	mode := "one engine for the cluster"
+	if s.cells {
+		mode = "per-VC engines over cells"
+	}
+	log.Info("agent started", "mode", mode, "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
 		"policy", s.policy, "round", s.round, "durable", c.durable)
 
 	sigs := make(chan os.Signal, 1)
@@ -214,7 +245,7 @@ func (c *agentCmd) Run(args []string) int {
 				// A new policy starts a new engine: the recompute baselines
 				// restart (cumulative received time is kept), the running
 				// placement is re-read from Nomad.
-				if e, err = newDecider(ns, backend); err != nil {
+				if e, err = newDecider(ns, backend, log); err != nil {
 					log.Error("reload failed", "error", err)
 					continue
 				}
