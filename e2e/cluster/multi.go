@@ -65,6 +65,10 @@ type Options struct {
 	// StartTimeout bounds the wait for ready nodes with GPUs; default 120s.
 	StartTimeout time.Duration
 	LogLevel     string
+	// ClientCPUMHz and ClientMemoryMB override each client's share of the
+	// host (default 12000/n MHz and 8192/n MB); the scale benchmark gives
+	// its many tiny jobs room.
+	ClientCPUMHz, ClientMemoryMB int
 	// ACL enables ACLs on every agent; Start bootstraps them and gives API
 	// the management token (ManagementToken).
 	ACL bool
@@ -145,6 +149,13 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 	}
 	ncpu := max(len(o.Clients), 1)
+	cpu, mem := 12000/ncpu, 8192/ncpu
+	if o.ClientCPUMHz > 0 {
+		cpu = o.ClientCPUMHz
+	}
+	if o.ClientMemoryMB > 0 {
+		mem = o.ClientMemoryMB
+	}
 	for i, cs := range o.Clients {
 		p := ports[3*(i+1):]
 		fault := c.FaultDir(cs.Name)
@@ -153,7 +164,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 		cfg := AgentConfig{Name: cs.Name, PluginDir: o.PluginDir, HTTP: p[0], RPC: p[1], Serf: p[2],
 			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: GPUPool,
-			CPUTotalCompute: 12000 / ncpu, MemoryTotalMB: 8192 / ncpu, LogLevel: o.LogLevel, ACL: o.ACL,
+			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL,
 			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
 			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
 		pr, err := StartProcess(o.Nomad, filepath.Join(o.Dir, cs.Name), cfg)
