@@ -438,6 +438,10 @@ func testGate(s *stack) {
 	if !strings.Contains(ag.logs(), "admit") {
 		t.Errorf("no admit log line:\n%s", ag.logs())
 	}
+	// The config declares cells and a VC: per-VC engines over the cells.
+	if !strings.Contains(ag.logs(), "per-VC engines over cells") {
+		t.Errorf("the agent did not take the VC path:\n%s", ag.logs())
+	}
 	// The agent's token (the minimal policy) may not set the scheduler
 	// configuration: the agent says how to enable preemption and runs on.
 	if !strings.Contains(ag.logs(), "preempt-batch-scheduler=true") {
