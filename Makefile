@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 
-.PHONY: all deps build run test vet fmt-check bench nomad gpu-check clean
+.PHONY: all deps build run test vet fmt-check bench bench-nomad nomad gpu-check clean
 
 all: build
 
@@ -40,6 +40,11 @@ fmt-check:
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./policies/...
+
+# The allocator's round against a real Nomad at 200 and 1,000 jobs
+# (docs/performance.md); not part of `make test`.
+bench-nomad: deps nomad
+	RONDO_BENCH=200,1000 NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -run TestScaleBench -v -timeout 30m ./e2e/
 
 # Build the device plugin and fingerprint once against real NVML (or, with
 # GPU_CHECK_ARGS="-fake device-plugin/testdata/mixed.hcl", the fake backend).

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +19,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/sim"
+	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
@@ -31,6 +37,12 @@ type stack struct {
 	nomad   string
 	ckpt    string
 	cfgPath string
+	// token is the agent's: a client token with only the policy in
+	// jobs/acl/rondo-allocator.policy.hcl (the cluster runs with ACLs).
+	token string
+	// leaseAddr is the agent's lease API, the same for every agent started
+	// (jobs name it in RONDO_LEASE_ADDR).
+	leaseAddr string
 }
 
 func startStack(t *testing.T) *stack {
@@ -51,12 +63,29 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO",
+	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true,
 		Clients: []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.c = c
+	rules, err := os.ReadFile(filepath.Join(root, "jobs/acl/rondo-allocator.policy.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.API.ACLPolicies().Upsert(&api.ACLPolicy{Name: "rondo-allocator", Rules: string(rules)}, nil); err != nil {
+		t.Fatalf("apply policy: %v", err)
+	}
+	tok, _, err := c.API.ACLTokens().Create(&api.ACLToken{Name: "rondo-allocator", Type: "client", Policies: []string{"rondo-allocator"}}, nil)
+	if err != nil {
+		t.Fatalf("create token: %v", err)
+	}
+	s.token = tok.SecretID
+	lp, err := cluster.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.leaseAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lp[0]))
 	t.Cleanup(func() {
 		c.Stop()
 		if t.Failed() {
@@ -96,7 +125,6 @@ vc "research" {
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = root
 	return s
 }
 
@@ -132,7 +160,9 @@ func (s *stack) startAgent(round string) *agentProc {
 		s.t.Fatal(err)
 	}
 	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), "agent", "-config", s.cfgPath, "-round", round,
-		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug")
+		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug",
+		"-lease-addr", s.leaseAddr, "-leader-ttl", "10s")
+	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -145,6 +175,40 @@ func (s *stack) startAgent(round string) *agentProc {
 		}
 	})
 	return a
+}
+
+// get fetches a path from the agent's HTTP API.
+func (s *stack) get(a *agentProc, path string) string {
+	s.t.Helper()
+	resp, err := http.Get("http://" + a.addr + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		s.t.Fatalf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return string(b)
+}
+
+func (s *stack) status(a *agentProc) agent.Status {
+	s.t.Helper()
+	var st agent.Status
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + a.addr + "/v1/status")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil {
+				return st
+			}
+		}
+		if i == 40 {
+			s.t.Fatalf("status: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond) // starting
+	}
 }
 
 func (a *agentProc) logs() string { b, _ := os.ReadFile(a.log); return string(b) }
@@ -192,10 +256,16 @@ func (s *stack) jobHCL(id, model string, steps int, speedup float64) string {
       config {
         command = %q
       }
+      identity {
+        name = "rondo"
+        aud  = ["rondo-lease"]
+        file = true
+      }
       env {
         RONDO_CHECKPOINT_DIR = "%s/${NOMAD_JOB_ID}"
         RONDO_GPU_TYPE       = "${meta.rondo_gpu_type}"
         RONDO_SPEEDUP        = "%g"
+        RONDO_LEASE_ADDR     = %q
       }
       resources {
         cpu    = 50
@@ -207,7 +277,7 @@ func (s *stack) jobHCL(id, model string, steps int, speedup float64) string {
     }
   }
 }
-`, id, model, steps, filepath.Join(s.bin, "rondo-trainer"), s.ckpt, speedup)
+`, id, model, steps, filepath.Join(s.bin, "rondo-trainer"), s.ckpt, speedup, s.leaseAddr)
 }
 
 // submit registers a job spec as `nomad job run -detach` does.
@@ -223,7 +293,8 @@ func (s *stack) submitSpec(id, spec string) {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(s.nomad, "job", "run", "-detach", path)
-	cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_ADDR"), "NOMAD_ADDR="+s.c.Address)
+	cmd.Env = append(cluster.WithoutEnv(cluster.WithoutEnv(os.Environ(), "NOMAD_ADDR"), "NOMAD_TOKEN"),
+		"NOMAD_ADDR="+s.c.Address, "NOMAD_TOKEN="+s.c.ManagementToken)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		s.t.Fatalf("nomad job run %s: %v\n%s", id, err, out)
 	}
@@ -367,6 +438,15 @@ func testGate(s *stack) {
 	if !strings.Contains(ag.logs(), "admit") {
 		t.Errorf("no admit log line:\n%s", ag.logs())
 	}
+	// The config declares cells and a VC: per-VC engines over the cells.
+	if !strings.Contains(ag.logs(), "per-VC engines over cells") {
+		t.Errorf("the agent did not take the VC path:\n%s", ag.logs())
+	}
+	// The agent's token (the minimal policy) may not set the scheduler
+	// configuration: the agent says how to enable preemption and runs on.
+	if !strings.Contains(ag.logs(), "preempt-batch-scheduler=true") {
+		t.Errorf("no log line about enabling preemption:\n%s", ag.logs())
+	}
 	// A job that names the GPU pool itself gets past the gate; the next
 	// round takes it over: re-pinned by Rondo, or withdrawn.
 	s.submitSpec("bypass", strings.Replace(s.jobHCL("bypass", "LM (batch size 20)", 100000, 1), `type = "batch"`,
@@ -439,9 +519,57 @@ func testRotationKill(s *stack) {
 	s.waitFor(60*time.Second, "a suspension", func() (bool, error) {
 		return strings.Contains(ag.logs(), "suspend") || strings.Contains(ag.logs(), "preempt"), nil
 	})
+	// The durable state (Nomad Variables, written with the agent's ACL
+	// token) holds the round, the received time and the progress the
+	// trainers reported through the lease API.
+	store := state.NewStore(c, state.Options{})
+	var saved *state.State
+	s.waitFor(30*time.Second, "progress reported through the lease API and saved", func() (bool, error) {
+		st, err := store.Load(context.Background())
+		if err != nil {
+			return false, err
+		}
+		saved = st
+		return len(st.Progress) > 0 && len(st.Received) > 0, nil
+	})
+	before := s.status(ag)
+	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	ag.kill9()
 	time.Sleep(6 * time.Second)
 	ag2 := s.startAgent("4s")
+	// After the restart (the leader lock frees after its TTL) rounds
+	// continue from the recorded number and received time is not reset.
+	var after agent.Status
+	s.waitFor(45*time.Second, "a round of the restarted agent", func() (bool, error) {
+		after = s.status(ag2)
+		return !after.LastRound.IsZero(), nil
+	})
+	if after.Round <= before.Round {
+		t.Errorf("round number restarted: %d before kill -9, %d after", before.Round, after.Round)
+	}
+	compared := 0
+	for _, jb := range before.Jobs {
+		for _, ja := range after.Jobs {
+			if ja.ID != jb.ID {
+				continue
+			}
+			for typ, v := range jb.ReceivedS {
+				if v > 0 {
+					compared++
+				}
+				if ja.ReceivedS[typ] < v {
+					t.Errorf("job %s: received %s time %.1fs before kill -9, %.1fs after", jb.ID, typ, v, ja.ReceivedS[typ])
+				}
+			}
+			if ja.ArrivalS != jb.ArrivalS {
+				t.Errorf("job %s: arrival %.1f before kill -9, %.1f after", jb.ID, jb.ArrivalS, ja.ArrivalS)
+			}
+		}
+	}
+	if compared == 0 {
+		t.Errorf("no received time to compare: before %+v after %+v", before.Jobs, after.Jobs)
+	}
+	t.Logf("after restart: round %d, reconciled %v", after.Round, after.Reconciled)
 	s.waitFor(150*time.Second, "every job done", func() (bool, error) {
 		for _, id := range ids {
 			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
@@ -476,6 +604,12 @@ func testRotationKill(s *stack) {
 		t.Errorf("no job resumed from a checkpoint; agent logs:\n%s\n%s", tail(ag.logs(), 3000), tail(ag2.logs(), 3000))
 	}
 	t.Logf("%d resumptions from checkpoints", resumed)
+	metrics := s.get(ag2, "/metrics")
+	for _, want := range []string{"rondo_round_duration_ms", `rondo_decisions{kind="`, `rondo_gpu_utilization{type="v100"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, tail(metrics, 3000))
+		}
+	}
 	// Finished jobs are left alone by later rounds.
 	time.Sleep(5 * time.Second)
 	for _, id := range ids {

@@ -7,6 +7,12 @@ variable "trainer" {
   default = "rondo-trainer"
 }
 
+variable "lease_addr" {
+  type        = string
+  default     = "127.0.0.1:4701"
+  description = "the allocator's lease/progress API (rondo agent -lease-addr)"
+}
+
 variable "checkpoint_root" {
   type    = string
   default = "/tmp/rondo-checkpoints"
@@ -36,10 +42,18 @@ job "cyclegan" {
         command = var.trainer
       }
 
+      # The lease API authenticates the task with this workload identity.
+      identity {
+        name = "rondo"
+        aud  = ["rondo-lease"]
+        file = true
+      }
+
       env {
         # A host path: the alloc dir is lost when Rondo moves the job.
         RONDO_CHECKPOINT_DIR = "${var.checkpoint_root}/${NOMAD_JOB_ID}"
         RONDO_GPU_TYPE       = "${meta.rondo_gpu_type}"
+        RONDO_LEASE_ADDR     = var.lease_addr
       }
 
       resources {

@@ -6,6 +6,9 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"sync"
@@ -13,18 +16,55 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/state"
+	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
+
+// Decider decides one round: an *engine.Engine (one policy for the whole
+// cluster) or a VC scheduler (per-VC engines over the cell layer).
+type Decider interface {
+	Round(*engine.Snapshot) (*engine.Plan, error)
+}
+
+// Store persists the durable state (*state.Store in Nomad Variables).
+type Store interface {
+	Load(ctx context.Context) (*state.State, error)
+	Save(ctx context.Context, st *state.State) error
+}
+
+// Durable is implemented by backends whose history the agent keeps in the
+// state: it restores it, records each plan's intents before enforcing them
+// and settles a decision a crash left in flight.
+type Durable interface {
+	// Restore seeds the backend before the first Observe.
+	Restore(epoch time.Time, arrival map[string]float64, received map[string]map[string]float64)
+	// Epoch is time 0 of the snapshots' clock.
+	Epoch() time.Time
+	// Intents describes the changes enforcing p makes, with the job modify
+	// index each was planned against.
+	Intents(p *engine.Plan) []state.Intent
+	// Reconcile settles pending intents (applied or rolled back).
+	Reconcile(pending []state.Intent) (applied, rolledBack []string, err error)
+}
 
 // Config configures an Agent.
 type Config struct {
 	Backend engine.Backend
-	Engine  *engine.Engine
+	Engine  Decider
 	Round   time.Duration
 	Logger  hclog.Logger
 	// Cluster and VCs are shown in the status.
 	Cluster string
 	Policy  string
 	VCs     []VC
+	// Store, if set, keeps the state durable (loaded by Run, saved around
+	// every enforcement); without it the state lives in memory.
+	Store Store
+	// Telemetry, if set, records every round and decision; Handler serves
+	// it at /metrics.
+	Telemetry *telemetry.Telemetry
+	// CheckpointDir names a job's checkpoint directory in lease grants.
+	CheckpointDir func(job string) string
 }
 
 // VC is a virtual cluster as the status shows it.
@@ -42,13 +82,15 @@ type TypeUsage struct {
 
 // JobStatus is one active job in the last round.
 type JobStatus struct {
-	ID             string   `json:"id"`
-	State          string   `json:"state"` // running or waiting
-	Type           string   `json:"type,omitempty"`
-	GPUs           []string `json:"gpus,omitempty"`
-	ScaleFactor    int      `json:"scale_factor"`
-	RemainingSteps float64  `json:"remaining_steps"`
-	TotalSteps     float64  `json:"total_steps"`
+	ID             string             `json:"id"`
+	State          string             `json:"state"` // running or waiting
+	Type           string             `json:"type,omitempty"`
+	GPUs           []string           `json:"gpus,omitempty"`
+	ScaleFactor    int                `json:"scale_factor"`
+	RemainingSteps float64            `json:"remaining_steps"`
+	TotalSteps     float64            `json:"total_steps"`
+	ArrivalS       float64            `json:"arrival_s"`
+	ReceivedS      map[string]float64 `json:"received_s,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -63,6 +105,13 @@ type Status struct {
 	Types        map[string]TypeUsage `json:"types"`
 	Jobs         []JobStatus          `json:"jobs"`
 	LastError    string               `json:"last_error,omitempty"`
+	// Durable is true when the state is kept in a Store; StateSavedAt is
+	// the last successful save.
+	Durable      bool      `json:"durable"`
+	StateSavedAt time.Time `json:"state_saved_at,omitempty"`
+	// Reconciled reports how the decision a crash left in flight was
+	// settled at start: job → "applied" or "rolled back".
+	Reconciled map[string]string `json:"reconciled,omitempty"`
 }
 
 // Agent runs rounds.
@@ -70,6 +119,15 @@ type Agent struct {
 	mu     sync.Mutex
 	cfg    Config
 	status Status
+
+	// smu guards the durable state: the round loop and the lease API's
+	// progress reports both write it.
+	smu sync.Mutex
+	st  *state.State
+
+	// What the lease API answers from, set by each round (under mu).
+	known   map[string]bool // active jobs
+	planned map[string]bool // jobs the current plan runs
 }
 
 // New makes an agent.
@@ -77,13 +135,14 @@ func New(cfg Config) *Agent {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Agent{cfg: cfg, status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs,
-		RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
+	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
+		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
+			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
 
 // Reconfigure swaps the engine (nil keeps it), the round length and the
 // shown VCs; it takes effect at the next round.
-func (a *Agent) Reconfigure(e *engine.Engine, policy string, round time.Duration, vcs []VC) {
+func (a *Agent) Reconfigure(e Decider, policy string, round time.Duration, vcs []VC) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if e != nil {
@@ -93,11 +152,90 @@ func (a *Agent) Reconfigure(e *engine.Engine, policy string, round time.Duration
 	a.cfg.VCs, a.status.VCs = vcs, vcs
 }
 
-// Run runs a round at once and then every Round until ctx ends.
+// ErrLostState is returned by Run when the state was written by another
+// allocator (a check-and-set conflict): this one must stop acting.
+var ErrLostState = errors.New("agent: the durable state was changed by another allocator")
+
+// Start loads the durable state (when a Store is configured), restores the
+// backend's history and settles a decision left in flight by a crash.
+// Run calls it; it is exported for tests.
+func (a *Agent) Start(ctx context.Context) error {
+	a.mu.Lock()
+	store, b, log := a.cfg.Store, a.cfg.Backend, a.cfg.Logger
+	a.mu.Unlock()
+	st := state.New()
+	if store != nil {
+		var err error
+		if st, err = store.Load(ctx); err != nil {
+			return err
+		}
+	}
+	d, durable := b.(Durable)
+	if durable {
+		if st.Epoch.IsZero() {
+			st.Epoch = d.Epoch()
+		}
+		d.Restore(st.Epoch, st.Arrival, st.Received)
+	}
+	reconciled := map[string]string{}
+	if st.InFlight != nil {
+		pending := st.Pending()
+		log.Warn("a decision was in flight when the previous allocator stopped", "round", st.InFlight.Round,
+			"intents", len(st.InFlight.Intents), "pending", len(pending))
+		if durable && len(pending) > 0 {
+			applied, rolled, err := d.Reconcile(pending)
+			if err != nil {
+				return fmt.Errorf("agent: reconcile: %w", err)
+			}
+			for _, j := range applied {
+				reconciled[j] = "applied"
+			}
+			for _, j := range rolled {
+				reconciled[j] = "rolled back"
+			}
+		}
+		st.Finish()
+	}
+	if store != nil {
+		if err := store.Save(ctx, st); err != nil {
+			return a.saveErr(err)
+		}
+	}
+	a.smu.Lock()
+	a.st = st
+	a.smu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.status.Round = int(st.Round)
+	a.status.StateSavedAt = st.SavedAt
+	if len(reconciled) > 0 {
+		a.status.Reconciled = reconciled
+	}
+	for _, j := range st.Jobs() {
+		a.known[j] = true
+	}
+	log.Info("state loaded", "durable", store != nil, "round", st.Round, "jobs", len(st.Jobs()))
+	return nil
+}
+
+func (a *Agent) saveErr(err error) error {
+	if errors.Is(err, state.ErrConflict) {
+		return fmt.Errorf("%w: %v", ErrLostState, err)
+	}
+	return err
+}
+
+// Run loads the state (Start), then runs a round at once and every Round
+// until ctx ends or the state is lost to another writer.
 func (a *Agent) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
 	for {
 		start := time.Now()
-		a.Step()
+		if err := a.StepContext(ctx); errors.Is(err, ErrLostState) {
+			return err
+		}
 		a.mu.Lock()
 		next := start.Add(a.cfg.Round)
 		a.status.NextRound = next
@@ -110,46 +248,141 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-// Step runs one round: observe, decide, enforce.
-func (a *Agent) Step() {
+// Step runs one round: observe, decide, record, enforce.
+func (a *Agent) Step() { a.StepContext(context.Background()) }
+
+// StepContext runs one round. The decision is saved (state.Begin) before
+// anything is enforced, intents are marked applied as the backend reports
+// them (OnEvent), and the state is saved again once the plan is enforced
+// (state.Finish). It returns the round's error; ErrLostState means another
+// allocator wrote the state.
+func (a *Agent) StepContext(ctx context.Context) error {
 	a.mu.Lock()
-	b, e, log := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger
+	b, e, log, store, tel := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger, a.cfg.Store, a.cfg.Telemetry
 	a.mu.Unlock()
-	fail := func(err error) {
+	begin := time.Now()
+	fail := func(err error) error {
 		log.Error("round failed", "error", err)
 		a.mu.Lock()
 		a.status.LastError = err.Error()
 		a.mu.Unlock()
+		return err
 	}
 	s, err := b.Observe()
 	if err != nil {
-		fail(err)
-		return
+		return fail(err)
 	}
 	p, err := e.Round(s)
 	if err != nil {
-		fail(err)
-		return
+		return fail(err)
 	}
-	a.record(s, p)
+	var intents []state.Intent
+	if d, ok := b.(Durable); ok {
+		intents = d.Intents(p)
+	}
+	// Record the history and the decision before enforcing any of it.
+	a.smu.Lock()
+	st := a.st
+	active := map[string]bool{}
+	for _, j := range s.Jobs {
+		active[j.ID] = true
+		st.Arrival[j.ID] = j.ArrivalS
+		if len(j.ReceivedS) > 0 {
+			st.Received[j.ID] = maps.Clone(j.ReceivedS)
+		}
+	}
+	for _, id := range st.Jobs() {
+		if !active[id] {
+			st.RemoveJob(id) // finished or gone
+		}
+	}
+	round := st.Round + 1
+	st.Begin(state.Decision{ID: fmt.Sprintf("round-%d", round), Round: round, RecordedAt: time.Now().UTC(), Intents: intents})
+	err = a.save(ctx, store, st)
+	a.smu.Unlock()
+	if err != nil {
+		return fail(fmt.Errorf("record decision (nothing enforced): %w", a.saveErr(err)))
+	}
+	a.record(s, p, int(round))
 	starts := 0
 	for _, as := range p.Assignments {
 		if as.Action == engine.Start {
 			starts++
 		}
 	}
-	log.Info("round", "round", a.Status().Round, "jobs", len(s.Jobs), "assignments", len(p.Assignments),
+	log.Info("round", "round", round, "jobs", len(s.Jobs), "assignments", len(p.Assignments),
 		"starts", starts, "suspends", len(p.Suspend), "recomputed", p.Recomputed)
-	if err := b.Enforce(p); err != nil {
-		fail(err)
-		return
+	eerr := b.Enforce(p)
+	a.smu.Lock()
+	if eerr == nil {
+		st.Finish()
+	}
+	// On an enforcement error the decision stays in flight with its applied
+	// marks; the next round's Begin replaces it (Nomad is re-observed).
+	serr := a.save(ctx, store, st)
+	a.smu.Unlock()
+	if tel != nil {
+		tel.Round(time.Since(begin), s, p)
+	}
+	if eerr != nil {
+		return fail(eerr)
+	}
+	if serr != nil {
+		return fail(a.saveErr(serr))
 	}
 	a.mu.Lock()
 	a.status.LastError = ""
 	a.mu.Unlock()
+	return nil
 }
 
-func (a *Agent) record(s *engine.Snapshot, p *engine.Plan) {
+// save persists st (a no-op without a Store); call with smu held.
+func (a *Agent) save(ctx context.Context, store Store, st *state.State) error {
+	if store == nil {
+		return nil
+	}
+	if err := store.Save(ctx, st); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.status.StateSavedAt = st.SavedAt
+	a.mu.Unlock()
+	return nil
+}
+
+// Event is the backend's OnEvent hook: it marks the job's intent applied and
+// counts the decision (admit, suspend, resume, migrate, preempt).
+func (a *Agent) Event(job, event string) {
+	a.smu.Lock()
+	a.markAnyNamespace(job)
+	a.smu.Unlock()
+	a.mu.Lock()
+	tel := a.cfg.Telemetry
+	a.mu.Unlock()
+	if tel != nil {
+		switch event {
+		case "admit", "suspend", "resume", "migrate", "preempt":
+			tel.Decision(event)
+		}
+	}
+}
+
+// markAnyNamespace marks the in-flight intent of job applied whatever its
+// namespace (the agent keys jobs by id in one namespace). smu held.
+func (a *Agent) markAnyNamespace(job string) bool {
+	if a.st.InFlight == nil {
+		return false
+	}
+	for i := range a.st.InFlight.Intents {
+		if a.st.InFlight.Intents[i].Job == job {
+			a.st.InFlight.Intents[i].Applied = true
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	types := map[string]TypeUsage{}
 	for _, g := range s.GPUs {
 		u := types[g.Type]
@@ -170,16 +403,26 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan) {
 	}
 	jobs := make([]JobStatus, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
-		js := JobStatus{ID: j.ID, State: "waiting", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps, TotalSteps: j.TotalSteps}
+		js := JobStatus{ID: j.ID, State: "waiting", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS)}
 		if as, ok := on[j.ID]; ok {
 			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
 		}
 		jobs = append(jobs, js)
 	}
 	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].State == "running" && jobs[k].State != "running" })
+	known := make(map[string]bool, len(s.Jobs))
+	for _, j := range s.Jobs {
+		known[j.ID] = true
+	}
+	planned := make(map[string]bool, len(on))
+	for j := range on {
+		planned[j] = true
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.status.Round++
+	a.known, a.planned = known, planned
+	a.status.Round = round
 	a.status.LastRound = time.Now()
 	a.status.Types = types
 	a.status.Jobs = jobs
@@ -198,9 +441,13 @@ func (a *Agent) Status() Status {
 	return s
 }
 
-// Handler serves GET /v1/status as JSON.
+// Handler serves GET /v1/status as JSON, and GET /metrics (Prometheus) when
+// Telemetry is configured.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
+	if a.cfg.Telemetry != nil {
+		mux.Handle("GET /metrics", a.cfg.Telemetry.Handler())
+	}
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -62,6 +62,11 @@ type Config struct {
 	Now func() time.Time
 	// Done, when closed, cuts Enforce's waits short (agent shutdown).
 	Done <-chan struct{}
+	// OnEvent, if set, is called after each enforcement action took effect
+	// in Nomad: event is admit, resume, migrate, suspend, preempt, withdraw
+	// or gate. The agent marks the decision's intents applied with it and
+	// counts decisions.
+	OnEvent func(job, event string)
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -93,6 +98,7 @@ type Backend struct {
 	epoch time.Time
 
 	mu     sync.Mutex
+	hist   History // restored history, consumed as jobs are first seen
 	jobs   map[string]*jobState
 	gpus   []engine.GPU
 	gpuTyp map[string]string // GPU id -> type
@@ -127,12 +133,34 @@ func New(cfg Config) (*Backend, error) {
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}}, nil
 }
 
+// ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
+// not read or set the scheduler configuration (no operator read/write). The
+// agent runs on; guaranteed jobs then cannot evict opportunistic ones
+// unless an operator enables preemption.
+var ErrPreemptionForbidden = errors.New("the allocator's token may not set the scheduler configuration (403): " +
+	"guaranteed jobs cannot preempt opportunistic ones until an operator runs " +
+	"`nomad operator scheduler set-config -preempt-batch-scheduler=true -preempt-service-scheduler=true` " +
+	"(or grant the token operator write)")
+
+func forbidden(err error) bool {
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) {
+		return ue.StatusCode() == 403
+	}
+	return strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "Permission denied")
+}
+
 // Setup enables preemption for batch and service jobs, so that guaranteed
-// jobs can take GPUs from opportunistic ones.
+// jobs can take GPUs from opportunistic ones. Without operator write it
+// returns ErrPreemptionForbidden when preemption is off (and nil when an
+// operator already enabled it).
 func (b *Backend) Setup() error {
 	op := b.cfg.Client.Operator()
 	cur, _, err := op.SchedulerGetConfiguration(nil)
 	if err != nil {
+		if forbidden(err) {
+			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
+		}
 		return fmt.Errorf("nomad: scheduler configuration: %w", err)
 	}
 	conf := cur.SchedulerConfig
@@ -145,6 +173,9 @@ func (b *Backend) Setup() error {
 	conf.PreemptionConfig.BatchSchedulerEnabled = true
 	conf.PreemptionConfig.ServiceSchedulerEnabled = true
 	if _, _, err := op.SchedulerSetConfiguration(conf, nil); err != nil {
+		if forbidden(err) {
+			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
+		}
 		return fmt.Errorf("nomad: enable preemption: %w", err)
 	}
 	return nil
@@ -237,12 +268,19 @@ func scaleFactor(job *api.Job) int {
 	return max(deref(tg.Count), 1) * int(max(deref(d.Count), 1))
 }
 
-// jobAllocs lists a job's allocations with their allocated resources (the
-// job allocations endpoint leaves resources out).
-func jobAllocs(c *api.Client, id string) ([]*api.AllocationListStub, error) {
-	allocs, _, err := c.Allocations().List(&api.QueryOptions{Params: map[string]string{"resources": "true"},
-		Filter: fmt.Sprintf("JobID == %q", id)})
-	return allocs, err
+// allAllocs lists every allocation with its allocated resources (the job
+// allocations endpoint leaves them out) once and groups them by job: one
+// request per round or poll instead of one per job.
+func allAllocs(c *api.Client) (map[string][]*api.AllocationListStub, error) {
+	allocs, _, err := c.Allocations().List(&api.QueryOptions{Params: map[string]string{"resources": "true"}})
+	if err != nil {
+		return nil, err
+	}
+	by := map[string][]*api.AllocationListStub{}
+	for _, a := range allocs {
+		by[a.JobID] = append(by[a.JobID], a)
+	}
+	return by, nil
 }
 
 func live(a *api.AllocationListStub) bool {
@@ -269,13 +307,25 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		return nil, fmt.Errorf("nomad: list jobs: %w", err)
 	}
 	sort.Slice(stubs, func(i, j int) bool { return stubs[i].CreateIndex < stubs[j].CreateIndex })
+	allocs, err := allAllocs(b.cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: list allocations: %w", err)
+	}
+	// Read the opted-in jobs' specs a few at a time.
+	var ids []string
+	for _, s := range stubs {
+		if s.Meta[hcl.MetaVC] != "" && !s.Stop && s.Type != "system" && s.Type != "sysbatch" {
+			ids = append(ids, s.ID)
+		}
+	}
+	specs := b.readJobs(ids)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus}
 	seen := map[string]bool{}
 	for _, s := range stubs {
 		if s.Meta[hcl.MetaVC] == "" || s.Stop || s.Type == "system" || s.Type == "sysbatch" {
 			continue
 		}
-		st, ok := b.observeJob(s.ID, now, types)
+		st, ok := b.observeJob(s.ID, specs[s.ID], now, types, allocs[s.ID])
 		if !ok {
 			continue
 		}
@@ -296,12 +346,9 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 
 // observeJob refreshes one job; ok is false when it is not active (finished,
 // unreadable policy, no GPU request).
-func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jobState, bool) {
-	c := b.cfg.Client
-	job, _, err := c.Jobs().Info(id, nil)
-	if err != nil {
-		b.log.Warn("read job", "job", id, "error", err)
-		return nil, false
+func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[string]bool, allocs []*api.AllocationListStub) (*jobState, bool) {
+	if job == nil {
+		return nil, false // unreadable (logged by readJobs)
 	}
 	pol, err := hcl.PolicyFromMeta(job.Meta)
 	if err != nil {
@@ -318,11 +365,6 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 			b.warned[id] = true
 			b.log.Warn("job ignored: no nvidia/gpu device request", "job", id)
 		}
-		return nil, false
-	}
-	allocs, err := jobAllocs(c, id)
-	if err != nil {
-		b.log.Warn("read allocations", "job", id, "error", err)
 		return nil, false
 	}
 	// Admitted: in the GPU pool and pinned by Rondo. A job submitted
@@ -367,6 +409,12 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 	st := b.jobs[id]
 	if st == nil {
 		st = &jobState{arrivalS: now, lastS: now, received: map[string]float64{}}
+		if a, ok := b.hist.Arrival[id]; ok {
+			st.arrivalS = a
+		}
+		for t, v := range b.hist.Received[id] {
+			st.received[t] = v
+		}
 		b.jobs[id] = st
 	}
 	if finished && liveN == 0 || done >= total {
@@ -389,6 +437,34 @@ func (b *Backend) observeJob(id string, now float64, types map[string]bool) (*jo
 		st.tput[t] = b.throughput(pol.Model, sf, t)
 	}
 	return st, true
+}
+
+// readJobs reads job specs concurrently (startParallelism at a time); a job
+// that cannot be read is logged and left out.
+func (b *Backend) readJobs(ids []string) map[string]*api.Job {
+	out := make([]*api.Job, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, startParallelism)
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+			if err != nil {
+				b.log.Warn("read job", "job", id, "error", err)
+				return
+			}
+			out[i] = job
+		}()
+	}
+	wg.Wait()
+	m := make(map[string]*api.Job, len(ids))
+	for i, id := range ids {
+		m[id] = out[i]
+	}
+	return m
 }
 
 func (b *Backend) throughput(model string, sf int, typ string) float64 {

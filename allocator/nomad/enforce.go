@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -74,41 +75,72 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 		}
 	}
 	if err := b.waitUntil("suspended jobs to stop", func() (bool, error) {
+		if len(stopping) == 0 {
+			return true, nil
+		}
+		by, err := allAllocs(b.cfg.Client)
+		if err != nil {
+			return false, err
+		}
 		for _, id := range stopping {
-			n, _, _, err := b.liveGPUs(id)
-			if err != nil || n > 0 {
-				return false, err
+			if n, _, _ := liveGPUs(by[id]); n > 0 {
+				return false, nil
 			}
 		}
 		return true, nil
 	}); err != nil {
 		errs = append(errs, err)
 	}
-	var started []engine.Assignment
+	// Starts are independent registrations: issue them a few at a time
+	// (a thousand sequential round trips take half a minute).
+	var starts []engine.Assignment
 	for _, a := range p.Assignments {
-		if a.Action != engine.Start {
-			continue
+		if a.Action == engine.Start {
+			starts = append(starts, a)
 		}
-		ok := true
-		for _, id := range a.Jobs {
-			if err := b.start(id, a); err != nil {
-				errs = append(errs, err)
-				ok = false
+	}
+	okStart := make([]bool, len(starts))
+	var emu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, startParallelism)
+	for i, a := range starts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ok := true
+			for _, id := range a.Jobs {
+				if err := b.start(id, a); err != nil {
+					emu.Lock()
+					errs = append(errs, err)
+					emu.Unlock()
+					ok = false
+				}
 			}
-		}
-		if ok {
+			okStart[i] = ok
+		}()
+	}
+	wg.Wait()
+	var started []engine.Assignment
+	for i, a := range starts {
+		if okStart[i] {
 			started = append(started, a)
 		}
 	}
 	if err := b.waitUntil("started jobs to run on their GPUs", func() (bool, error) {
+		if len(started) == 0 {
+			return true, nil
+		}
+		by, err := allAllocs(b.cfg.Client)
+		if err != nil {
+			return false, err
+		}
 		for _, a := range started {
 			want := append([]string(nil), a.GPUs...)
 			sort.Strings(want)
 			for _, id := range a.Jobs {
-				n, running, got, err := b.liveGPUs(id)
-				if err != nil {
-					return false, err
-				}
+				n, running, got := liveGPUs(by[id])
 				if n == 0 || running < n || strings.Join(got, ",") != strings.Join(want, ",") {
 					return false, nil
 				}
@@ -143,13 +175,13 @@ func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 	}
 }
 
-// liveGPUs returns a job's live allocations (pending or running, desired
-// to run), how many of them run, and the sorted GPU ids they hold.
-func (b *Backend) liveGPUs(id string) (liveN, running int, gpus []string, err error) {
-	allocs, err := jobAllocs(b.cfg.Client, id)
-	if err != nil {
-		return 0, 0, nil, err
-	}
+// startParallelism bounds the concurrent registrations of one Enforce.
+const startParallelism = 8
+
+// liveGPUs returns, of a job's allocations, the live ones (pending or
+// running, desired to run), how many of them run, and the sorted GPU ids
+// they hold.
+func liveGPUs(allocs []*api.AllocationListStub) (liveN, running int, gpus []string) {
 	for _, a := range allocs {
 		if !live(a) {
 			continue
@@ -167,7 +199,7 @@ func (b *Backend) liveGPUs(id string) (liveN, running int, gpus []string, err er
 		}
 	}
 	sort.Strings(gpus)
-	return liveN, running, gpus, nil
+	return liveN, running, gpus
 }
 
 func groupCount(job *api.Job, group string) int {
@@ -196,7 +228,26 @@ func (b *Backend) suspend(id, event string) error {
 		return err
 	}
 	b.log.Info(event, "job", id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
+	b.event(id, event)
 	return nil
+}
+
+func (b *Backend) event(id, event string) {
+	if b.cfg.OnEvent != nil {
+		b.cfg.OnEvent(id, event)
+	}
+}
+
+// startEvent names what starting a job means: admit (first time), migrate
+// (it runs elsewhere now) or resume.
+func startEvent(st *jobState) string {
+	switch {
+	case !st.admitted:
+		return "admit"
+	case len(st.gpus) > 0:
+		return "migrate"
+	}
+	return "resume"
 }
 
 func (b *Backend) scaleZero(id, why string) error {
@@ -250,14 +301,9 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	event := "resume"
-	switch {
-	case !st.admitted:
-		event = "admit"
-	case len(st.gpus) > 0:
-		event = "migrate"
-	}
+	event := startEvent(st)
 	b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
+	b.event(id, event)
 	return nil
 }
 

@@ -27,6 +27,17 @@ type State struct {
 	Received map[string]map[string]float64 `json:"received_s,omitempty"`
 	// Throughput is the measured throughput per job and GPU type.
 	Throughput map[string]map[string]Measurement `json:"throughput,omitempty"`
+	// Epoch is the origin of the allocator's clock (time 0 of the engine's
+	// snapshots); kept so that arrival times and SLO deadlines stay on one
+	// clock across restarts. Zero until the first save.
+	Epoch time.Time `json:"epoch,omitempty"`
+	// Arrival is when the allocator first saw each job, in seconds since
+	// Epoch (the engine's arrival order and SLO origin).
+	Arrival map[string]float64 `json:"arrival_s,omitempty"`
+	// Progress is the last reported number of steps done per job (the
+	// lease/progress API), so that a restarted allocator knows how far
+	// suspended jobs got.
+	Progress map[string]float64 `json:"progress,omitempty"`
 	// InFlight is the plan being enforced; nil once it is fully applied.
 	InFlight *Decision `json:"in_flight,omitempty"`
 	// SavedAt is set by Save.
@@ -77,6 +88,8 @@ func New() *State {
 		Version:    SchemaVersion,
 		Received:   map[string]map[string]float64{},
 		Throughput: map[string]map[string]Measurement{},
+		Arrival:    map[string]float64{},
+		Progress:   map[string]float64{},
 	}
 }
 
@@ -86,6 +99,12 @@ func (s *State) init() {
 	}
 	if s.Throughput == nil {
 		s.Throughput = map[string]map[string]Measurement{}
+	}
+	if s.Arrival == nil {
+		s.Arrival = map[string]float64{}
+	}
+	if s.Progress == nil {
+		s.Progress = map[string]float64{}
 	}
 }
 
@@ -115,6 +134,36 @@ func (s *State) SetThroughput(job, gpuType string, m Measurement) {
 func (s *State) RemoveJob(job string) {
 	delete(s.Received, job)
 	delete(s.Throughput, job)
+	delete(s.Arrival, job)
+	delete(s.Progress, job)
+}
+
+// Jobs returns every job the state knows anything about.
+func (s *State) Jobs() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range []map[string]float64{s.Arrival, s.Progress} {
+		for j := range m {
+			if !seen[j] {
+				seen[j] = true
+				out = append(out, j)
+			}
+		}
+	}
+	for j := range s.Received {
+		if !seen[j] {
+			seen[j] = true
+			out = append(out, j)
+		}
+	}
+	for j := range s.Throughput {
+		if !seen[j] {
+			seen[j] = true
+			out = append(out, j)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Begin records d as the plan in flight and advances Round to d.Round. It

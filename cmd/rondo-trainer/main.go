@@ -16,11 +16,20 @@
 //	                (lost on reschedule: jobs should pass a host path)
 //	-speedup        RONDO_SPEEDUP (default 1): multiplies the throughput
 //
+// With RONDO_LEASE_ADDR set (and a workload identity named "rondo" with
+// audience "rondo-lease"), allocation index 0 reports its progress and
+// throughput to the allocator's lease API every RONDO_REPORT_INTERVAL
+// (default 1s) and asks for its lease. When the lease does not continue it
+// checkpoints at once and keeps running until the allocator stops it (a
+// task that exited on its own would look finished to Nomad); errors from
+// the API (an allocator restarting) are logged and ignored.
+//
 // Only allocation index 0 writes the checkpoint, so a multi-node job keeps
 // one progress record.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -29,9 +38,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rondo-sched/rondo/allocator/lease"
+	"github.com/rondo-sched/rondo/allocator/lease/client"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
@@ -143,6 +155,21 @@ func run(args []string) int {
 	}
 	fmt.Printf("rondo-trainer: %s x%d on %s (%s): %.3f steps/s, resuming at %.0f/%.0f\n",
 		*model, *sf, *typ, os.Getenv("CUDA_VISIBLE_DEVICES"), rate, ck.Steps, total)
+	// Progress for the lease reporter, read from its goroutine.
+	var pmu sync.Mutex
+	steps := ck.Steps
+	leaseEnded := make(chan struct{}, 1)
+	if writer && os.Getenv("RONDO_LEASE_ADDR") != "" {
+		if lc, err := client.FromEnv(); err != nil {
+			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API off:", err)
+		} else {
+			every, err := time.ParseDuration(envOr("RONDO_REPORT_INTERVAL", "1s"))
+			if err != nil || every <= 0 {
+				every = time.Second
+			}
+			go reportLoop(lc, every, *typ, rate, func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, leaseEnded)
+		}
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -154,9 +181,16 @@ func run(args []string) int {
 			save()
 			fmt.Printf("rondo-trainer: %v: checkpointed at %.0f/%.0f\n", s, ck.Steps, total)
 			return 0
+		case <-leaseEnded:
+			save()
+			lastSave = time.Now()
+			fmt.Printf("rondo-trainer: lease ends: checkpointed at %.0f/%.0f\n", ck.Steps, total)
 		case now := <-tick.C:
 			ck.Steps = min(ck.Steps+rate*now.Sub(last).Seconds(), total)
 			last = now
+			pmu.Lock()
+			steps = ck.Steps
+			pmu.Unlock()
 			if ck.Steps >= total {
 				save()
 				fmt.Printf("rondo-trainer: done, %.0f steps\n", total)
@@ -167,5 +201,42 @@ func run(args []string) int {
 				lastSave = now
 			}
 		}
+	}
+}
+
+// reportLoop reports progress and asks for the lease every interval; it
+// signals ended (once per lease end) when the lease does not continue.
+func reportLoop(lc *client.Client, every time.Duration, typ string, rate float64, steps func() float64, ended chan<- struct{}) {
+	ctx := context.Background()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	continuing, failing := true, false
+	for range t.C {
+		err := lc.Report(ctx, int64(steps()), rate, typ)
+		var l lease.LeaseResponse
+		if err == nil {
+			l, err = lc.Lease(ctx)
+		}
+		if err != nil {
+			if !failing {
+				fmt.Fprintln(os.Stderr, "rondo-trainer: lease API:", err)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API reachable again")
+		}
+		failing = false
+		if !l.Continue && continuing {
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}
+		if l.Continue != continuing {
+			fmt.Printf("rondo-trainer: lease continue=%v (round %d, until %s)\n", l.Continue, l.Round, l.LeaseExpiresAt.Format(time.RFC3339))
+		}
+		continuing = l.Continue
 	}
 }

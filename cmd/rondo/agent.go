@@ -16,7 +16,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/lease"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/state"
+	"github.com/rondo-sched/rondo/allocator/telemetry"
+	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -33,6 +37,10 @@ type agentCmd struct {
 	pool       string
 	ackTimeout time.Duration
 	logLevel   string
+	leaseAddr  string
+	durable    bool
+	statePath  string
+	leaderTTL  time.Duration
 }
 
 func newAgentCmd() *agentCmd {
@@ -45,6 +53,10 @@ func newAgentCmd() *agentCmd {
 	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
 	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level")
+	c.flags.StringVar(&c.leaseAddr, "lease-addr", "", "listen address of the lease/progress API for training tasks (off when empty)")
+	c.flags.BoolVar(&c.durable, "state", true, "keep the allocator state in Nomad Variables and run under the leader lock")
+	c.flags.StringVar(&c.statePath, "state-path", state.DefaultPath, "variable path of the durable state (the leader lock is <path>-leader)")
+	c.flags.DurationVar(&c.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock (10s to 24h)")
 	return c
 }
 
@@ -55,6 +67,7 @@ type agentSettings struct {
 	policy string
 	round  time.Duration
 	vcs    []agent.VC
+	cells  bool // the config declares cells and VCs: per-VC engines
 }
 
 func (c *agentCmd) load() (*agentSettings, error) {
@@ -63,10 +76,12 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		return nil, errors.New(rhcl.FormatDiagnostics(diags))
 	}
 	s := &agentSettings{cfg: cfg, policy: rhcl.DefaultVCPolicy, round: time.Duration(cfg.RoundSeconds) * time.Second}
-	// One policy for the whole cluster for now: the first VC's.
+	// Without cells, one policy for the whole cluster: the first VC's.
+	// With cells and VCs, each VC runs its own policy on its cells.
 	if len(cfg.VCs) > 0 && cfg.VCs[0].Policy != "" {
 		s.policy = cfg.VCs[0].Policy
 	}
+	s.cells = len(cfg.Cells) > 0 && len(cfg.VCs) > 0
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
@@ -82,6 +97,35 @@ func (c *agentCmd) load() (*agentSettings, error) {
 
 func newEngine(s *agentSettings) (*engine.Engine, error) {
 	return engine.New(engine.Config{Policy: s.policy, RoundS: s.round.Seconds()})
+}
+
+// newDecider is the single engine (one policy for the whole cluster) when
+// the config declares no cells; else the VC scheduler: per-VC engines (each
+// VC's policy) over the cell layer, cells mapped to Nomad nodes by
+// nomad_node, opportunistic jobs under the default VC policy on what the VCs
+// leave free.
+func newDecider(s *agentSettings, b *rnomad.Backend, log hclog.Logger) (agent.Decider, error) {
+	if !s.cells {
+		return newEngine(s)
+	}
+	nodeOf := map[string]string{}
+	for _, c := range s.cfg.Cells {
+		if c.NomadNode == "" {
+			return nil, fmt.Errorf("cell %q: the agent maps cells to Nomad nodes by nomad_node; set it (nomad_nodes, node_pool and node_class are not supported by the agent yet)", c.Name)
+		}
+		nodeOf[c.Name] = c.NomadNode
+	}
+	var pols []string
+	for _, v := range s.vcs {
+		pols = append(pols, v.Policy)
+	}
+	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), NodeOfCell: nodeOf, Policies: pols,
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), NodeName: b.NodeName,
+		ClassOf: func(job string) (vcnomad.Class, bool) {
+			vc, opp, ok := b.JobClass(job)
+			return vcnomad.Class{VC: vc, Opportunistic: opp}, ok
+		},
+		Warn: func(msg string, args ...any) { log.Warn(msg, args...) }})
 }
 
 func (c *agentCmd) Run(args []string) int {
@@ -118,20 +162,43 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var ag *agent.Agent
+	// Progress: what the task reported through the lease API, else the
+	// trainer's checkpoint file (shared disk: tests, the demo).
+	progress := func(job *api.Job) (float64, bool) {
+		if job.ID != nil {
+			if v, ok := ag.Reported(*job.ID); ok {
+				return v, true
+			}
+		}
+		return rnomad.CheckpointProgress(job)
+	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
-		AckTimeout: c.ackTimeout, Done: ctx.Done()})
+		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
+		OnEvent: func(job, event string) { ag.Event(job, event) }})
 	if err != nil {
 		return c.fail(err)
 	}
 	if err := backend.Setup(); err != nil {
-		return c.fail(err)
+		if !errors.Is(err, rnomad.ErrPreemptionForbidden) {
+			return c.fail(err)
+		}
+		log.Warn("preemption: " + err.Error())
 	}
-	eng, err := newEngine(s)
+	dec, err := newDecider(s, backend, log)
 	if err != nil {
 		return c.fail(err)
 	}
-	ag := agent.New(agent.Config{Backend: backend, Engine: eng, Round: s.round, Logger: log,
-		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs})
+	tel, err := telemetry.New()
+	if err != nil {
+		return c.fail(err)
+	}
+	acfg := agent.Config{Backend: backend, Engine: dec, Round: s.round, Logger: log,
+		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
+	if c.durable {
+		acfg.Store = state.NewStore(client, state.Options{Namespace: nc.Namespace, Path: c.statePath})
+	}
+	ag = agent.New(acfg)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return c.fail(err)
@@ -139,7 +206,24 @@ func (c *agentCmd) Run(args []string) int {
 	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
-	log.Info("agent started", "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "policy", s.policy, "round", s.round)
+	if c.leaseAddr != "" {
+		lln, err := net.Listen("tcp", c.leaseAddr)
+		if err != nil {
+			return c.fail(err)
+		}
+		ls := &lease.Server{Verifier: lease.NewJWKSVerifier(nc.Address, "rondo-lease"), Decider: ag, Sink: ag,
+			Logf: func(f string, args ...any) { log.Named("lease").Debug(fmt.Sprintf(f, args...)) }}
+		lsrv := &http.Server{Handler: ls.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go lsrv.Serve(lln)
+		defer lsrv.Close()
+		log.Info("lease API", "addr", "http://"+lln.Addr().String())
+	}
+	mode := "one engine for the cluster"
+	if s.cells {
+		mode = "per-VC engines over cells"
+	}
+	log.Info("agent started", "mode", mode, "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
+		"policy", s.policy, "round", s.round, "durable", c.durable)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -156,11 +240,12 @@ func (c *agentCmd) Run(args []string) int {
 				log.Error("reload failed; keeping the old config", "error", err)
 				continue
 			}
-			var e *engine.Engine
-			if ns.policy != s.policy {
-				// A new policy starts a new engine: received-time history
-				// restarts, the running placement is re-read from Nomad.
-				if e, err = newEngine(ns); err != nil {
+			var e agent.Decider
+			if ns.policy != s.policy || ns.cells != s.cells {
+				// A new policy starts a new engine: the recompute baselines
+				// restart (cumulative received time is kept), the running
+				// placement is re-read from Nomad.
+				if e, err = newDecider(ns, backend, log); err != nil {
 					log.Error("reload failed", "error", err)
 					continue
 				}
@@ -170,9 +255,40 @@ func (c *agentCmd) Run(args []string) int {
 			log.Info("config reloaded", "policy", ns.policy, "round", ns.round)
 		}
 	}()
-	if err := ag.Run(ctx); err != nil {
+	if err := c.runLeader(ctx, nc, ag, log); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintln(c.stdout, "rondo agent: stopped")
 	return 0
+}
+
+// runLeader runs the agent's rounds while it holds the leader lock (a
+// Nomad variable lock next to the state), so two agents never both act; a
+// lost lock or a state written by another agent sends it back to waiting.
+func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, log hclog.Logger) error {
+	if !c.durable {
+		return ag.Run(ctx)
+	}
+	// The lock gets a client of its own: api.Client.Locks rewrites the
+	// client's retry settings without synchronisation.
+	lc, err := api.NewClient(nc)
+	if err != nil {
+		return err
+	}
+	opts := state.LeaderOptions{Namespace: nc.Namespace, Path: c.statePath + "-leader", TTL: c.leaderTTL,
+		OnWait: func() { log.Info("waiting for the leader lock (another agent is running)") }}
+	for {
+		err := state.RunAsLeader(ctx, lc, opts, func(lctx context.Context) error {
+			log.Info("leader lock acquired", "lock", opts.Path)
+			return ag.Run(lctx)
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, state.ErrLeadershipLost) || errors.Is(err, agent.ErrLostState) {
+			log.Error("stopped acting; waiting for the leader lock again", "error", err)
+			continue
+		}
+		return err
+	}
 }

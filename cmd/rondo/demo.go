@@ -22,12 +22,13 @@ func init() {
 
 type demoCmd struct {
 	base
-	bin      string
-	jobs     string
-	dir      string
-	addr     string
-	round    string
-	duration time.Duration
+	bin       string
+	jobs      string
+	dir       string
+	addr      string
+	round     string
+	duration  time.Duration
+	leaseAddr string
 }
 
 func newDemoCmd() *demoCmd {
@@ -36,6 +37,7 @@ func newDemoCmd() *demoCmd {
 	c.flags.StringVar(&c.jobs, "jobs", "jobs", "directory with cluster.hcl and *.nomad.hcl job specs")
 	c.flags.StringVar(&c.dir, "dir", "", "working directory for the cluster (default: a new temporary one)")
 	c.flags.StringVar(&c.addr, "addr", "127.0.0.1:4700", "the agent's status API address")
+	c.flags.StringVar(&c.leaseAddr, "lease-addr", "127.0.0.1:4701", "the agent's lease/progress API address (the jobs report to it)")
 	c.flags.StringVar(&c.round, "round", "", "round length override, e.g. 10s")
 	c.flags.DurationVar(&c.duration, "for", 0, "stop after this long (default: until Ctrl-C)")
 	return c
@@ -110,7 +112,8 @@ func (c *demoCmd) Run(args []string) int {
 		fmt.Fprintf(c.stdout, "==> done; logs are under %s\n", dir)
 	}()
 
-	agentArgs := []string{"agent", "-config", filepath.Join(c.jobs, "cluster.hcl"), "-nomad-addr", cl.Address, "-addr", c.addr}
+	agentArgs := []string{"agent", "-config", filepath.Join(c.jobs, "cluster.hcl"), "-nomad-addr", cl.Address, "-addr", c.addr,
+		"-lease-addr", c.leaseAddr}
 	if c.round != "" {
 		agentArgs = append(agentArgs, "-round", c.round)
 	}
@@ -135,7 +138,8 @@ func (c *demoCmd) Run(args []string) int {
 	sort.Strings(specs)
 	ckpt := filepath.Join(dir, "checkpoints")
 	for _, spec := range specs {
-		cmd := exec.Command(nomad, "job", "run", "-detach", "-var", "trainer="+trainer, "-var", "checkpoint_root="+ckpt, spec)
+		cmd := exec.Command(nomad, "job", "run", "-detach", "-var", "trainer="+trainer, "-var", "checkpoint_root="+ckpt,
+			"-var", "lease_addr="+c.leaseAddr, spec)
 		cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_ADDR"), "NOMAD_ADDR="+cl.Address)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return c.fail(fmt.Errorf("nomad job run %s: %v: %s", spec, err, strings.TrimSpace(string(out))))

@@ -65,6 +65,13 @@ type Options struct {
 	// StartTimeout bounds the wait for ready nodes with GPUs; default 120s.
 	StartTimeout time.Duration
 	LogLevel     string
+	// ClientCPUMHz and ClientMemoryMB override each client's share of the
+	// host (default 12000/n MHz and 8192/n MB); the scale benchmark gives
+	// its many tiny jobs room.
+	ClientCPUMHz, ClientMemoryMB int
+	// ACL enables ACLs on every agent; Start bootstraps them and gives API
+	// the management token (ManagementToken).
+	ACL bool
 }
 
 // Cluster is one server and its GPU clients.
@@ -74,8 +81,10 @@ type Cluster struct {
 	Server  *Process
 	Clients []*Process
 	API     *api.Client
-	specs   []ClientSpec
-	once    sync.Once
+	// ManagementToken is the bootstrap token's secret when ACLs are on.
+	ManagementToken string
+	specs           []ClientSpec
+	once            sync.Once
 }
 
 // PluginConfig renders the device plugin's config for a client, with its
@@ -113,7 +122,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel}
+	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel, ACL: o.ACL}
 	if c.Server, err = StartProcess(o.Nomad, filepath.Join(o.Dir, "server"), srv); err != nil {
 		return nil, err
 	}
@@ -121,7 +130,32 @@ func Start(o Options) (_ *Cluster, err error) {
 	if c.API, err = api.NewClient(&api.Config{Address: c.Address}); err != nil {
 		return nil, err
 	}
+	if o.ACL {
+		// Every other call is refused until the bootstrap token exists.
+		err = WaitFor(o.StartTimeout, "ACL bootstrap", func() (bool, error) {
+			if !c.Server.Alive() {
+				return false, fmt.Errorf("nomad server exited:\n%s", Tail(c.Server.Logs(), 3000))
+			}
+			tok, _, err := c.API.ACLTokens().Bootstrap(nil)
+			if err != nil {
+				return false, nil
+			}
+			c.ManagementToken = tok.SecretID
+			c.API.SetSecretID(tok.SecretID)
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	ncpu := max(len(o.Clients), 1)
+	cpu, mem := 12000/ncpu, 8192/ncpu
+	if o.ClientCPUMHz > 0 {
+		cpu = o.ClientCPUMHz
+	}
+	if o.ClientMemoryMB > 0 {
+		mem = o.ClientMemoryMB
+	}
 	for i, cs := range o.Clients {
 		p := ports[3*(i+1):]
 		fault := c.FaultDir(cs.Name)
@@ -130,7 +164,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 		cfg := AgentConfig{Name: cs.Name, PluginDir: o.PluginDir, HTTP: p[0], RPC: p[1], Serf: p[2],
 			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: GPUPool,
-			CPUTotalCompute: 12000 / ncpu, MemoryTotalMB: 8192 / ncpu, LogLevel: o.LogLevel,
+			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL,
 			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
 			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
 		pr, err := StartProcess(o.Nomad, filepath.Join(o.Dir, cs.Name), cfg)

@@ -1,0 +1,199 @@
+package nomad
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/state"
+	"github.com/rondo-sched/rondo/hcl"
+)
+
+// History is the fairness history a restarted allocator hands back to the
+// backend (from allocator/state): the clock's origin, each job's arrival on
+// that clock and its cumulative received GPU time per type.
+type History struct {
+	Epoch    time.Time
+	Arrival  map[string]float64
+	Received map[string]map[string]float64
+}
+
+// Restore seeds the backend with the history of a previous run. Call it
+// before the first Observe; jobs seen later start with their recorded
+// arrival and received time instead of afresh.
+func (b *Backend) Restore(epoch time.Time, arrival map[string]float64, received map[string]map[string]float64) {
+	h := History{Epoch: epoch, Arrival: arrival, Received: received}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !h.Epoch.IsZero() {
+		b.epoch = h.Epoch
+	}
+	b.hist = History{Epoch: b.epoch, Arrival: maps.Clone(h.Arrival), Received: map[string]map[string]float64{}}
+	for j, m := range h.Received {
+		b.hist.Received[j] = maps.Clone(m)
+	}
+	for id, st := range b.jobs {
+		if a, ok := h.Arrival[id]; ok {
+			st.arrivalS = a
+		}
+		if m := h.Received[id]; m != nil {
+			st.received = maps.Clone(m)
+		}
+	}
+}
+
+// Epoch is time 0 of the snapshots' clock.
+func (b *Backend) Epoch() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch
+}
+
+// Intents describes what enforcing p will change, one intent per started
+// or suspended job (kept jobs are not touched), each with the job modify
+// index it was planned against. The agent records them (state.Begin) before
+// Enforce.
+func (b *Backend) Intents(p *engine.Plan) []state.Intent {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []state.Intent
+	for _, a := range p.Assignments {
+		if a.Action != engine.Start {
+			continue
+		}
+		for _, id := range a.Jobs {
+			st := b.jobs[id]
+			if st == nil {
+				continue
+			}
+			in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: startEvent(st), GPUType: a.Type,
+				GPUs: a.GPUs, Node: b.nodeNames(a.Servers), Priority: GuaranteedPriority,
+				JobModifyIndex: deref(st.job.JobModifyIndex)}
+			if st.policy.Priority == hcl.Opportunistic {
+				in.Priority = OpportunisticPriority
+			}
+			out = append(out, in)
+		}
+	}
+	for _, id := range p.Suspend {
+		st := b.jobs[id]
+		if st == nil {
+			continue
+		}
+		act := "suspend"
+		if st.policy.Priority == hcl.Opportunistic {
+			act = "preempt"
+		}
+		out = append(out, state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: act,
+			GPUs: st.gpus, JobModifyIndex: deref(st.job.JobModifyIndex)})
+	}
+	return out
+}
+
+// Reconcile settles the intents of a decision that a crash left in flight.
+// Nomad is the truth: an intent whose job still has the modify index it was
+// planned against never reached Nomad, so it is rolled back (nothing to
+// undo: the job stays as it is and the next round decides afresh). A job
+// whose index moved was written: a start counts as applied only if the job
+// now carries exactly the intended GPU pin, a suspension if its group is at
+// 0; anything in between (a migration that stopped the job but did not
+// re-register it) is left to the next round, which sees the job suspended.
+// Nothing is ever re-applied here, so no job can be started twice.
+func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []string, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.cfg.Client
+	for _, in := range pending {
+		job, _, jerr := c.Jobs().Info(in.Job, nil)
+		if jerr != nil {
+			if strings.Contains(jerr.Error(), "404") {
+				rolledBack = append(rolledBack, in.Job) // purged meanwhile
+				continue
+			}
+			return applied, rolledBack, fmt.Errorf("nomad: reconcile %s: %w", in.Job, jerr)
+		}
+		done := false
+		if deref(job.JobModifyIndex) != in.JobModifyIndex {
+			tg, _ := gpuGroup(job)
+			switch in.Action {
+			case "suspend", "preempt":
+				done = tg != nil && deref(tg.Count) == 0
+			default:
+				done = tg != nil && deref(job.NodePool) == b.cfg.Pool && hasNodePin(tg) && pinnedGPUs(tg) == sortedJoin(in.GPUs)
+			}
+		}
+		verdict := "rolled back"
+		if done {
+			applied = append(applied, in.Job)
+			verdict = "applied"
+		} else {
+			rolledBack = append(rolledBack, in.Job)
+		}
+		b.log.Info("reconcile", "job", in.Job, "intent", in.Action, "planned_index", in.JobModifyIndex,
+			"index", deref(job.JobModifyIndex), "result", verdict)
+	}
+	return applied, rolledBack, nil
+}
+
+// pinnedGPUs returns the sorted GPU ids a group is pinned to.
+func pinnedGPUs(tg *api.TaskGroup) string {
+	for _, t := range tg.Tasks {
+		if t.Resources == nil {
+			continue
+		}
+		for _, d := range t.Resources.Devices {
+			if !isGPURequest(d.Name) {
+				continue
+			}
+			for _, c := range d.Constraints {
+				if c.LTarget == deviceTarget {
+					return sortedJoin(strings.Split(c.RTarget, ","))
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func sortedJoin(ids []string) string {
+	s := append([]string(nil), ids...)
+	sort.Strings(s)
+	return strings.Join(s, ",")
+}
+
+// CheckpointDirOf is the checkpoint directory of an observed job ("" if
+// unknown), for the lease API's grants.
+func (b *Backend) CheckpointDirOf(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if st := b.jobs[id]; st != nil && st.job != nil {
+		return CheckpointDir(st.job)
+	}
+	return ""
+}
+
+// JobClass reports an observed job's VC (meta rondo.vc) and whether it is
+// opportunistic; ok is false for a job the backend does not schedule.
+func (b *Backend) JobClass(id string) (vc string, opportunistic, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.jobs[id]
+	if st == nil || st.job == nil {
+		return "", false, false
+	}
+	return st.policy.VC, st.policy.Priority == hcl.Opportunistic, true
+}
+
+// NodeName maps a node id seen by the last Observe to its name.
+func (b *Backend) NodeName(id string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.nodes[id]; ok {
+		return n
+	}
+	return id
+}

@@ -1,0 +1,208 @@
+// Package vcnomad runs the virtual-cluster scheduler (allocator/vcround:
+// per-VC engines over the cell layer) on the GPUs a backend observes. It is
+// the agent's Decider when the cluster config declares cells and VCs: each
+// job's VC (meta rondo.vc) and priority class (guaranteed or opportunistic)
+// decide which engine schedules it and on which cells.
+//
+// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`): the
+// physical GPUs of a node-level cell, in cell-address order, are that
+// node's GPUs in device-id order. A GPU the node does not report (or
+// reports unhealthy) makes its cell leaf bad.
+package vcnomad
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/rondo-sched/rondo/allocator/cells"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/vcround"
+)
+
+// Class is what the decider needs to know about a job beyond the engine's
+// view.
+type Class struct {
+	VC            string
+	Opportunistic bool
+}
+
+// Config configures a Decider.
+type Config struct {
+	Spec cells.Spec
+	// NodeOfCell maps node-level cell addresses (a node-level top cell's
+	// name, or "top/i/..." below one) to Nomad node names.
+	NodeOfCell map[string]string
+	// Policies per VC, in the spec's VC order; OppPolicy schedules
+	// opportunistic jobs on what the VCs leave ("" : they never run).
+	Policies  []string
+	OppPolicy string
+	RoundS    float64
+	// ClassOf reports a job's VC and class; ok false skips the job.
+	ClassOf func(job string) (Class, bool)
+	// NodeName maps a snapshot's server (a Nomad node id) to its name.
+	NodeName func(id string) string
+	// Warn, if set, is told about jobs skipped and cells without GPUs.
+	Warn func(msg string, args ...any)
+}
+
+// Decider adapts vcround to engine snapshots and plans.
+type Decider struct {
+	cfg    Config
+	a      *cells.Allocator
+	s      *vcround.Scheduler
+	vcs    map[string]bool
+	warned map[string]bool
+}
+
+// New builds the cell allocator and one engine per VC.
+func New(cfg Config) (*Decider, error) {
+	a, err := cells.New(cfg.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("vcnomad: cells: %w", err)
+	}
+	names := a.VCs()
+	if len(cfg.Policies) != len(names) {
+		return nil, fmt.Errorf("vcnomad: %d policies for %d VCs", len(cfg.Policies), len(names))
+	}
+	var vcs []vcround.VC
+	set := map[string]bool{}
+	for i, n := range names {
+		e, err := engine.New(engine.Config{Policy: cfg.Policies[i], RoundS: cfg.RoundS})
+		if err != nil {
+			return nil, fmt.Errorf("vcnomad: vc %s: %w", n, err)
+		}
+		vcs = append(vcs, vcround.VC{Name: n, Engine: e})
+		set[n] = true
+	}
+	var opp *engine.Engine
+	if cfg.OppPolicy != "" {
+		if opp, err = engine.New(engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS}); err != nil {
+			return nil, fmt.Errorf("vcnomad: opportunistic: %w", err)
+		}
+	}
+	s, err := vcround.New(a, vcs, opp)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Warn == nil {
+		cfg.Warn = func(string, ...any) {}
+	}
+	if cfg.NodeName == nil {
+		cfg.NodeName = func(id string) string { return id }
+	}
+	return &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}}, nil
+}
+
+// mapping pairs cell GPU addresses with the snapshot's GPU ids.
+type mapping struct {
+	toID   map[string]string // cell address -> GPU id
+	toAddr map[string]string // GPU id -> cell address
+	nodeID map[string]string // node cell address -> Nomad node id
+}
+
+func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
+	m := mapping{toID: map[string]string{}, toAddr: map[string]string{}, nodeID: map[string]string{}}
+	byNode := map[string][]engine.GPU{} // node name -> GPUs
+	for _, g := range s.GPUs {
+		n := d.cfg.NodeName(g.Server)
+		byNode[n] = append(byNode[n], g)
+	}
+	for _, gs := range byNode {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
+	}
+	next := map[string]int{}
+	for _, pg := range d.a.PhysicalGPUs() {
+		name := d.cfg.NodeOfCell[pg.Node]
+		gs := byNode[name]
+		i := next[name]
+		next[name]++
+		bad := true
+		if i < len(gs) {
+			g := gs[i]
+			m.toID[pg.Addr], m.toAddr[g.ID] = g.ID, pg.Addr
+			m.nodeID[pg.Node] = g.Server
+			bad = g.Failed
+		} else if !d.warned["cell "+pg.Node] {
+			d.warned["cell "+pg.Node] = true
+			d.cfg.Warn("cell has more GPUs than its Nomad node reports; the rest are treated as bad", "cell", pg.Node, "nomad_node", name)
+		}
+		if bad != pg.Bad {
+			_ = d.a.SetHealth(pg.Addr, bad)
+		}
+	}
+	return m
+}
+
+// Round decides one round: the VCs' engines and the cell layer, then the
+// plan in the snapshot's GPU ids and node ids. A job keeps its GPUs (Keep)
+// when the cells put it exactly where it runs now, so a restarted agent
+// whose cell state is empty does not move running jobs that still fit; every
+// running job the plan leaves out is suspended.
+func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
+	m := d.mapGPUs(s)
+	vs := vcround.Snapshot{TimeS: s.TimeS}
+	for _, j := range s.Jobs {
+		c, ok := d.cfg.ClassOf(j.ID)
+		if !ok || (!c.Opportunistic && !d.vcs[c.VC]) {
+			if !d.warned[j.ID] {
+				d.warned[j.ID] = true
+				d.cfg.Warn("job not scheduled: its VC is not declared in the config", "job", j.ID, "vc", c.VC)
+			}
+			continue
+		}
+		vs.Jobs = append(vs.Jobs, vcround.Job{Job: j, VC: c.VC, Opportunistic: c.Opportunistic})
+	}
+	res, err := d.s.Round(vs)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string][]string{}
+	for _, r := range s.Running {
+		ids := slices.Clone(r.GPUs)
+		slices.Sort(ids)
+		for _, j := range r.Jobs {
+			running[j] = ids
+		}
+	}
+	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS}
+	in := map[string]bool{}
+	for _, a := range res.Plan.Assignments {
+		out := engine.Assignment{Jobs: a.Jobs, Type: a.Type, Priority: a.Priority}
+		ok := true
+		for _, addr := range a.GPUs {
+			id, found := m.toID[addr]
+			if !found {
+				ok = false
+				break
+			}
+			out.GPUs = append(out.GPUs, id)
+		}
+		for _, n := range a.Servers {
+			if id, found := m.nodeID[n]; found && !slices.Contains(out.Servers, id) {
+				out.Servers = append(out.Servers, id)
+			}
+		}
+		if !ok || len(out.GPUs) == 0 {
+			continue // placed on a cell without a Nomad GPU: cannot run
+		}
+		sorted := slices.Clone(out.GPUs)
+		slices.Sort(sorted)
+		out.Action = engine.Start
+		if len(a.Jobs) == 1 && slices.Equal(running[a.Jobs[0]], sorted) {
+			out.Action = engine.Keep
+		}
+		for _, j := range a.Jobs {
+			in[j] = true
+		}
+		p.Assignments = append(p.Assignments, out)
+	}
+	for _, r := range s.Running {
+		for _, j := range r.Jobs {
+			if !in[j] && !slices.Contains(p.Suspend, j) {
+				p.Suspend = append(p.Suspend, j)
+			}
+		}
+	}
+	return p, nil
+}

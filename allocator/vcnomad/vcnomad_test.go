@@ -1,0 +1,128 @@
+package vcnomad
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rondo-sched/rondo/allocator/cells"
+	"github.com/rondo-sched/rondo/allocator/engine"
+)
+
+func spec() cells.Spec {
+	return cells.Spec{
+		Types: []cells.CellType{{Name: "v100", GPUType: "v100"}, {Name: "v100-node", Child: "v100", Count: 2, Node: true}},
+		Cells: []cells.TopCell{{Name: "a", Type: "v100-node"}, {Name: "b", Type: "v100-node"}},
+		VCs: []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "v100-node", Count: 1}}},
+			{Name: "prod", Quota: []cells.Quota{{Type: "v100-node", Count: 1}}}},
+	}
+}
+
+func TestRoundHonoursVCsAndKeeps(t *testing.T) {
+	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
+		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}, "x": {VC: "nowhere"}}
+	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
+		ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
+		NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &engine.Snapshot{TimeS: 0}
+	for _, n := range []string{"node-a", "node-b"} {
+		for _, g := range []string{"g0", "g1"} {
+			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
+		}
+	}
+	for _, id := range []string{"r0", "r1", "r2", "p0", "o0", "x"} {
+		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+			TotalSteps: 100, RemainingSteps: 100})
+	}
+	p, err := d.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]engine.Assignment{}
+	for _, a := range p.Assignments {
+		on[a.Jobs[0]] = a
+		if a.Action != engine.Start || len(a.Servers) != 1 {
+			t.Errorf("first round: %+v", a)
+		}
+	}
+	research := 0
+	for _, id := range []string{"r0", "r1", "r2"} {
+		if a, ok := on[id]; ok {
+			research++
+			if a.Servers[0] != "id-node-a" {
+				t.Errorf("research job %s outside its cell: %+v", id, a)
+			}
+		}
+	}
+	if research != 2 {
+		t.Errorf("%d research jobs run, want 2 (its quota)", research)
+	}
+	if a, ok := on["p0"]; !ok || a.Servers[0] != "id-node-b" {
+		t.Errorf("prod job: %+v", a)
+	}
+	if a, ok := on["o0"]; !ok || a.Servers[0] != "id-node-b" {
+		t.Errorf("opportunistic job should use prod's idle GPU: %+v", a)
+	}
+	if _, ok := on["x"]; ok {
+		t.Errorf("job of an undeclared VC ran")
+	}
+	// Next round with that placement in force: kept, not restarted.
+	s.TimeS, s.Running = 10, p.Assignments
+	p2, err := d.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range p2.Assignments {
+		if prev, ok := on[a.Jobs[0]]; ok && slices.Equal(prev.GPUs, a.GPUs) && a.Action != engine.Keep {
+			t.Errorf("job %s on the same GPUs not kept", a.Jobs[0])
+		}
+	}
+	// A restarted agent: fresh cell state, jobs running in Nomad. Whatever
+	// lands on the same GPUs is kept; running jobs left out are suspended.
+	d2, _ := New(d.cfg)
+	p3, err := d2.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := map[string]bool{}
+	for _, a := range p3.Assignments {
+		in[a.Jobs[0]] = true
+	}
+	for id := range on {
+		if !in[id] && !slices.Contains(p3.Suspend, id) {
+			t.Errorf("running job %s neither planned nor suspended after restart", id)
+		}
+	}
+}
+
+func TestMissingGPUsAreBad(t *testing.T) {
+	var warned []string
+	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, RoundS: 10,
+		ClassOf: func(j string) (Class, bool) { return Class{VC: "prod"}, true },
+		Warn:    func(msg string, _ ...any) { warned = append(warned, msg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only node-a reports GPUs: prod's jobs cannot run.
+	s := &engine.Snapshot{GPUs: []engine.GPU{{ID: "a0", Type: "v100", Server: "node-a"}, {ID: "a1", Type: "v100", Server: "node-a"}},
+		Jobs: []engine.Job{{ID: "p0", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1, TotalSteps: 1, RemainingSteps: 1}}}
+	p, err := d.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range p.Assignments {
+		for _, g := range a.GPUs {
+			if g != "a0" && g != "a1" {
+				t.Errorf("placed on a GPU Nomad does not report: %+v", a)
+			}
+		}
+	}
+	if len(warned) == 0 {
+		t.Errorf("no warning about the missing GPUs")
+	}
+}

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/e2e/cluster"
+)
+
+// ackTransport records when the last write (register, scale) returned.
+type ackTransport struct {
+	base   http.RoundTripper
+	writes atomic.Int64
+	last   atomic.Int64 // unix nanos
+}
+
+func (t *ackTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if r.Method != http.MethodGet && err == nil && resp.StatusCode < 300 {
+		t.writes.Add(1)
+		t.last.Store(time.Now().UnixNano())
+	}
+	return resp, err
+}
+
+// benchJob is a one-GPU job that opted in to Rondo; its task is Nomad's
+// mock driver (in-process, no executor) with log collection off, so a
+// thousand of them run on this small machine.
+func benchJob(id string) *api.Job {
+	job := api.NewBatchJob(id, id, "global", 50)
+	job.Meta = map[string]string{"rondo.vc": "research", "rondo.model": "LM (batch size 20)", "rondo.steps": "1000000"}
+	task := api.NewTask("train", "mock_driver").SetConfig("run_for", "1h")
+	task.LogConfig = &api.LogConfig{Disabled: new(true)}
+	one := uint64(1)
+	task.Resources = &api.Resources{CPU: new(1), MemoryMB: new(10),
+		Devices: []*api.RequestedDevice{{Name: "nvidia/gpu", Count: &one}}}
+	tg := api.NewTaskGroup("train", 1).AddTask(task)
+	tg.RestartPolicy = &api.RestartPolicy{Attempts: new(0), Mode: new("fail")}
+	return job.AddTaskGroup(tg)
+}
+
+// TestScaleBench times one allocator round against a real Nomad server for
+// N jobs (RONDO_BENCH=200,1000): observe, decide, and enforce — every
+// register call acknowledged, then every allocation running on its GPUs —
+// and a second, steady round in which every job is kept. One server, four
+// clients with 250 fake GPUs each (v100, p100, k80, v100). It is skipped
+// unless RONDO_BENCH is set; docs/performance.md records the numbers.
+func TestScaleBench(t *testing.T) {
+	spec := os.Getenv("RONDO_BENCH")
+	if spec == "" || testing.Short() {
+		t.Skip("scale benchmark: set RONDO_BENCH=200,1000")
+	}
+	var sizes []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || n > 1000 {
+			t.Fatalf("RONDO_BENCH: bad size %q (1..1000)", f)
+		}
+		sizes = append(sizes, n)
+	}
+	nomad := NomadBinary(t)
+	plugins := filepath.Join(t.TempDir(), "plugins")
+	BuildPlugin(t, "./cmd/nomad-device-rondo", plugins)
+	dir, err := os.MkdirTemp("", "rondo-bench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "WARN",
+		ClientCPUMHz: 4000, ClientMemoryMB: 8192, StartTimeout: 180 * time.Second,
+		Clients: []cluster.ClientSpec{cluster.UniformClient("c0", "v100", 250), cluster.UniformClient("c1", "p100", 250),
+			cluster.UniformClient("c2", "k80", 250), cluster.UniformClient("c3", "v100", 250)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Stop()
+		os.RemoveAll(dir)
+	}()
+	tr := &ackTransport{base: http.DefaultTransport}
+	for _, n := range sizes {
+		cluster.PurgeJobs(c.API, 120*time.Second)
+		c.API.System().GarbageCollect()
+		// Submit n jobs (8 at a time); they wait in pool "default".
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		errs := make(chan error, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if _, _, err := c.API.Jobs().Register(benchJob(fmt.Sprintf("b%04d", i)), nil); err != nil {
+					errs <- err
+				}
+			}(i)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		client, err := api.NewClient(&api.Config{Address: c.Address, HttpClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rnomad.New(rnomad.Config{Client: client, AckTimeout: 10 * time.Minute,
+			Progress: func(*api.Job) (float64, bool) { return 0, false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := engine.New(engine.Config{Policy: "max_min_fairness_perf", RoundS: 360})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 1; round <= 2; round++ {
+			w0 := tr.writes.Load()
+			start := time.Now()
+			snap, err := b.Observe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			observed := time.Since(start)
+			plan, err := e.Round(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decided := time.Since(start)
+			if err := b.Enforce(plan); err != nil {
+				t.Fatal(err)
+			}
+			running := time.Since(start)
+			acked := time.Duration(0)
+			if w := tr.writes.Load() - w0; w > 0 {
+				acked = time.Unix(0, tr.last.Load()).Sub(start)
+			}
+			starts := 0
+			for _, a := range plan.Assignments {
+				if a.Action == engine.Start {
+					starts++
+				}
+			}
+			if round == 1 && (len(snap.Jobs) != n || starts != n) {
+				t.Fatalf("%d jobs: observed %d, started %d", n, len(snap.Jobs), starts)
+			}
+			line := fmt.Sprintf("BENCH jobs=%d round=%d starts=%d writes=%d observe=%v decide=%v all_writes_acked=%v all_running=%v",
+				n, round, starts, tr.writes.Load()-w0, observed.Round(time.Millisecond), (decided - observed).Round(time.Millisecond),
+				acked.Round(time.Millisecond), running.Round(time.Millisecond))
+			t.Log(line)
+			fmt.Println(line)
+		}
+	}
+}
