@@ -48,22 +48,34 @@ func TestAgentRoundsAndStatus(t *testing.T) {
 	fb := &fakeBackend{}
 	a := New(Config{Backend: fb, Engine: e, Round: 20 * time.Millisecond, Cluster: "test", Policy: "max_min_fairness_perf",
 		VCs: []VC{{Name: "research", Policy: "max_min_fairness_perf"}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
-	defer cancel()
-	if err := a.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL + "/v1/status")
-	if err != nil {
+	status := func() Status {
+		t.Helper()
+		resp, err := srv.Client().Get(srv.URL + "/v1/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s Status
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Run until three rounds are done (however slow the machine), then stop.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for status().Round < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var s Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		t.Fatal(err)
-	}
+	s := status()
 	if s.Round < 3 || s.Cluster != "test" || len(s.VCs) != 1 || s.NextRound.IsZero() {
 		t.Errorf("status: %+v", s)
 	}

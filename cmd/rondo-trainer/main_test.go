@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,19 +35,30 @@ func TestSuspendResume(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := append(os.Environ(), "RONDO_CHECKPOINT_DIR="+dir, "NOMAD_META_rondo.model=LM (batch size 20)",
-		"NOMAD_META_rondo.steps=150", "RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0")
+		"NOMAD_META_rondo.steps=400", "RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0")
 	cmd := exec.Command(bin)
 	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Wait for the start line, so a slow machine cannot signal a trainer
+	// that has not begun; then let it train about a second.
+	started := bufio.NewScanner(stdout)
+	if !started.Scan() || !strings.Contains(started.Text(), "resuming at") {
+		t.Fatalf("no start line: %q", started.Text())
+	}
+	go io.Copy(io.Discard, stdout)
 	time.Sleep(time.Second)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 	first := readCk(t, dir)
-	if first.Steps <= 0 || first.Steps >= 150 {
+	if first.Steps <= 0 || first.Steps >= 400 {
 		t.Fatalf("checkpoint after 1s at 64.7 steps/s: %+v", first)
 	}
 	cmd = exec.Command(bin)
@@ -54,7 +67,7 @@ func TestSuspendResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, out)
 	}
-	if ck := readCk(t, dir); ck.Steps != 150 {
+	if ck := readCk(t, dir); ck.Steps != 400 {
 		t.Errorf("final checkpoint %+v", ck)
 	}
 	if want := "resuming at"; !strings.Contains(string(out), want) {
