@@ -22,7 +22,7 @@ run: build nomad
 # A nomad binary in bin/: a working one from NOMAD_BIN or /tmp/nomad-bin,
 # else built from the module cache (about 5 minutes the first time).
 nomad:
-	@if [ -x $(BIN)/nomad ]; then :; \
+	@mkdir -p $(BIN); if [ -x $(BIN)/nomad ]; then :; \
 	elif [ -n "$$NOMAD_BIN" ] && "$$NOMAD_BIN" version >/dev/null 2>&1; then ln -sf "$$NOMAD_BIN" $(BIN)/nomad; \
 	elif /tmp/nomad-bin version >/dev/null 2>&1; then ln -sf /tmp/nomad-bin $(BIN)/nomad; \
 	else echo "building nomad (about 5 minutes)"; $(GO) build -o $(BIN)/nomad github.com/hashicorp/nomad; fi
