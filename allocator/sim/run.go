@@ -76,6 +76,9 @@ func Run(src Source, o Options) (*Result, error) {
 		if o.MaxTimeS > 0 && s.now > o.MaxTimeS {
 			break
 		}
+		if o.MaxActive > 0 && len(s.active) > o.MaxActive {
+			break
+		}
 		if err := s.step(); err != nil {
 			return nil, err
 		}
