@@ -125,6 +125,7 @@ type jobState struct {
 	isoTime   float64
 	lastGPUs  string
 	cost      float64
+	partners  []*pairState // pairs with later active jobs, in arrival order
 }
 
 type micro struct {
