@@ -57,7 +57,8 @@ type Engine struct {
 	resetDone  bool
 	needUpdate bool
 	lastJobs   map[string]bool
-	lastGPUs   string
+	lastGPUs   []GPU // healthy GPUs last round
+	gpusSeen   bool
 
 	// Units persist across rounds and carry their received-time baseline
 	// at the last recompute, deficit and allocation row; order is this
@@ -68,6 +69,7 @@ type Engine struct {
 	snapPairs []ukey
 	snapPairU []*unit // nil where the pair is not a unit
 	spareK    []ukey
+	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
 	spareU    []*unit
 	stamp     int
 
@@ -135,15 +137,30 @@ func healthyCounts(gpus []GPU) map[string]int {
 	return c
 }
 
-func gpuSignature(gpus []GPU) string {
-	var b strings.Builder
+// healthy is the GPUs that have not failed.
+func healthy(gpus []GPU) []GPU {
+	out := make([]GPU, 0, len(gpus))
 	for _, g := range gpus {
 		if !g.Failed {
-			b.WriteString(g.ID)
-			b.WriteByte(0)
+			out = append(out, g)
 		}
 	}
-	return b.String()
+	return out
+}
+
+// sameHealthy reports whether gpus' healthy GPUs are last (in order).
+func sameHealthy(gpus, last []GPU) bool {
+	k := 0
+	for _, g := range gpus {
+		if g.Failed {
+			continue
+		}
+		if k >= len(last) || last[k] != g {
+			return false
+		}
+		k++
+	}
+	return k == len(last)
 }
 
 // noteEvents marks a recompute as needed when the job set or the healthy
@@ -165,9 +182,10 @@ func (e *Engine) noteEvents(s *Snapshot) {
 		}
 	}
 	e.lastJobs = now
-	if sig := gpuSignature(s.GPUs); sig != e.lastGPUs {
-		e.lastGPUs = sig
+	if !e.gpusSeen || !sameHealthy(s.GPUs, e.lastGPUs) {
+		e.lastGPUs, e.gpusSeen = healthy(s.GPUs), true
 		e.needUpdate = true
+		e.layouts = nil
 	}
 }
 

@@ -387,7 +387,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 	}
 	var out []Assignment
 	for _, t := range order {
-		cl := newCluster(s.GPUs, t)
+		cl := e.clusterFor(s.GPUs, t)
 		cands := selected[t]
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
 		for i := 0; i < len(cands); {
