@@ -26,7 +26,7 @@ type sweepCmd struct {
 	cluster, policies, rates, seeds, traceArg, window, tputFile, outDir, title string
 	perServer, jobs, parallel, maxActive                                       int
 	round, maxTime, cdfRate, yMax                                              float64
-	multiGPU, multiPriority, compat, ideal                                     bool
+	multiGPU, multiPriority, compat, ideal, resume, plotOnly                   bool
 }
 
 func newSweep() *sweepCmd {
@@ -52,6 +52,8 @@ func newSweep() *sweepCmd {
 	f.IntVar(&c.parallel, "parallel", runtime.GOMAXPROCS(0), "concurrent runs")
 	f.StringVar(&c.outDir, "out", "", "output directory (runs.csv, summary.csv, results.json, jct_vs_rate.svg, jct_cdf.svg)")
 	f.Float64Var(&c.cdfRate, "cdf-rate", 0, "rate of the JCT CDF plot (default: the highest rate every policy finished)")
+	f.BoolVar(&c.resume, "resume", false, "reuse the finished runs journaled in DIR/runs.jsonl by an earlier, interrupted sweep")
+	f.BoolVar(&c.plotOnly, "plot-only", false, "run nothing: summarize and plot the runs journaled in DIR/runs.jsonl")
 	f.StringVar(&c.title, "title", "", "figure title")
 	f.Float64Var(&c.yMax, "ymax", 0, "top of the JCT axis, hours (0: automatic)")
 	return c
@@ -191,8 +193,28 @@ func (c *sweepCmd) Run(args []string) int {
 		end := float64(cfg.Options.WindowEnd)
 		cfg.MaxTimeFor = func(rate float64) float64 { return 4*end/rate*3600 + 2000*3600 }
 	}
+	if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+		return c.fail(err)
+	}
+	journal := filepath.Join(c.outDir, "runs.jsonl")
+	if c.resume || c.plotOnly {
+		if cfg.Done, err = sweep.ReadJournal(journal); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.stderr, "resuming: %d runs already done\n", len(cfg.Done))
+	} else if err := os.Remove(journal); err != nil && !os.IsNotExist(err) {
+		return c.fail(err)
+	}
+	jf, err := os.OpenFile(journal, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer jf.Close()
 	start := time.Now()
 	cfg.Progress = func(done, total int, r *sweep.Run) {
+		if err := sweep.AppendJournal(jf, r); err != nil {
+			fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
+		}
 		status := "ok"
 		switch {
 		case r.Error != "":
@@ -209,8 +231,10 @@ func (c *sweepCmd) Run(args []string) int {
 		fmt.Fprintf(c.stderr, "[%d/%d %.0fs] %s rate=%g seed=%d: %s (%.1f s, %.0f sim-h/s)\n", done, total,
 			time.Since(start).Seconds(), r.Policy, r.Rate, r.Seed, status, wall, r.SimHoursPerWallS)
 	}
-	runs, err := sweep.Execute(cfg)
-	if err != nil {
+	var runs []sweep.Run
+	if c.plotOnly {
+		runs = cfg.Done
+	} else if runs, err = sweep.Execute(cfg); err != nil {
 		return c.fail(err)
 	}
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),

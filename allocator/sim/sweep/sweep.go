@@ -46,6 +46,9 @@ type Config struct {
 	Parallel int
 	// Progress, if set, is called after each run, one call at a time.
 	Progress func(done, total int, r *Run)
+	// Done holds runs finished earlier (e.g. read back from a journal with
+	// ReadJournal); matching tasks are not run again.
+	Done []Run
 }
 
 // Run is one simulation's outcome.
@@ -137,8 +140,19 @@ func Execute(cfg Config) ([]Run, error) {
 		}
 	}
 	runs := make([]Run, len(tasks))
+	prior := map[string]Run{}
+	for _, r := range cfg.Done {
+		prior[runKey(r.Policy, r.Rate, r.Seed)] = r
+	}
+	var queue []task
+	for _, t := range tasks {
+		if r, ok := prior[runKey(t.spec.Label, t.rate, t.seed)]; ok {
+			runs[t.idx] = r
+			continue
+		}
+		queue = append(queue, t)
+	}
 	// Start the expensive runs (high rates) first so the pool drains evenly.
-	queue := append([]task(nil), tasks...)
 	sort.SliceStable(queue, func(i, j int) bool { return queue[i].rate > queue[j].rate })
 	par := cfg.Parallel
 	if par <= 0 {
@@ -148,7 +162,7 @@ func Execute(cfg Config) ([]Run, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
-	for range min(par, len(tasks)) {
+	for range min(par, len(queue)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -158,7 +172,7 @@ func Execute(cfg Config) ([]Run, error) {
 				if cfg.Progress != nil {
 					mu.Lock()
 					done++
-					cfg.Progress(done, len(tasks), &r)
+					cfg.Progress(done, len(queue), &r)
 					mu.Unlock()
 				}
 			}
@@ -170,6 +184,10 @@ func Execute(cfg Config) ([]Run, error) {
 	close(ch)
 	wg.Wait()
 	return runs, nil
+}
+
+func runKey(policy string, rate float64, seed int64) string {
+	return fmt.Sprintf("%s|%g|%d", policy, rate, seed)
 }
 
 func runOne(cfg Config, t task) (out Run) {

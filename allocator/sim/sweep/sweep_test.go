@@ -248,3 +248,47 @@ func TestParseSpec(t *testing.T) {
 		t.Error("negative rate accepted")
 	}
 }
+
+func TestJournalResume(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Policies, cfg.Rates, cfg.Seeds = []string{"max_min_fairness_perf"}, []float64{0.3}, []int64{0, 1}
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Progress = func(done, total int, r *Run) {
+		if err := AppendJournal(f, r); err != nil {
+			t.Error(err)
+		}
+	}
+	first, err := Execute(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"policy": "torn`) // a sweep killed mid-line
+	f.Close()
+	done, err := ReadJournal(path)
+	if err != nil || len(done) != 2 {
+		t.Fatalf("journal: %d runs, err %v", len(done), err)
+	}
+	if len(done[0].JCTs) != 20 || done[0].Result == nil || !done[0].Finished() {
+		t.Fatalf("journal lost data: %+v", done[0])
+	}
+	// Resuming with both runs done runs nothing and returns them.
+	cfg.Done, cfg.Seeds = done, []int64{0, 1, 2}
+	ran := 0
+	cfg.Progress = func(done, total int, r *Run) {
+		ran++
+		if total != 1 || r.Seed != 2 {
+			t.Errorf("resumed sweep ran seed %d (%d/%d)", r.Seed, done, total)
+		}
+	}
+	again, err := Execute(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran != 1 || len(again) != 3 || again[0].Result.AvgJCTS != first[0].Result.AvgJCTS || again[2].Seed != 2 {
+		t.Errorf("resume: ran %d, runs %d", ran, len(again))
+	}
+}

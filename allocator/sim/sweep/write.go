@@ -1,8 +1,12 @@
 package sweep
 
 import (
+	"bufio"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -78,4 +82,47 @@ func writeCSV(path string, rows [][]string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// journalLine is one finished run in runs.jsonl, with its JCTs so that a
+// resumed sweep can still draw the CDF.
+type journalLine struct {
+	Run
+	JCTs []float64 `json:"jcts"`
+}
+
+// AppendJournal appends one run to the JSON-lines journal w.
+func AppendJournal(w io.Writer, r *Run) error {
+	b, err := json.Marshal(journalLine{Run: *r, JCTs: r.JCTs})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// ReadJournal reads the runs of a journal written by AppendJournal; a
+// missing file is no runs, and a torn last line (a killed sweep) is
+// ignored.
+func ReadJournal(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Run
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<28)
+	for sc.Scan() {
+		var l journalLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			continue
+		}
+		l.Run.JCTs = l.JCTs
+		out = append(out, l.Run)
+	}
+	return out, sc.Err()
 }
