@@ -240,7 +240,9 @@ func (c *sweepCmd) Run(args []string) int {
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),
 		ElapsedS: time.Since(start).Seconds(), Parallel: c.parallel}
 	rep.SimHours, rep.RunWallS = sweep.Throughput(runs)
-	if rep.ElapsedS > 0 {
+	if c.plotOnly {
+		rep.ElapsedS = 0 // nothing ran; the runs' own wall times are kept
+	} else if rep.ElapsedS > 0 {
 		rep.SimHoursPerWallS = rep.SimHours / rep.ElapsedS
 	}
 	if err := sweep.WriteFiles(c.outDir, rep); err != nil {
@@ -276,7 +278,12 @@ func (c *sweepCmd) Run(args []string) int {
 	for _, p := range rep.Points {
 		fmt.Fprintf(c.stdout, "%-36s %6g %5d/%-2d %12.2f %10.2f %10.1f\n", p.Policy, p.Rate, p.Finished, p.Runs, p.AvgJCTH, p.AvgJCTHSD, p.MakespanH)
 	}
-	fmt.Fprintf(c.stdout, "%d runs, %.0f simulated hours in %.0f s (%.0f sim-h per wall-second; %.0f per run-second), parallel %d; results in %s\n",
-		len(runs), rep.SimHours, rep.ElapsedS, rep.SimHoursPerWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.parallel, c.outDir)
+	if c.plotOnly {
+		fmt.Fprintf(c.stdout, "%d journaled runs, %.0f simulated hours in %.0f run-seconds (%.0f sim-h per run-second); results in %s\n",
+			len(runs), rep.SimHours, rep.RunWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.outDir)
+	} else {
+		fmt.Fprintf(c.stdout, "%d runs, %.0f simulated hours in %.0f s (%.0f sim-h per wall-second; %.0f per run-second), parallel %d; results in %s\n",
+			len(runs), rep.SimHours, rep.ElapsedS, rep.SimHoursPerWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.parallel, c.outDir)
+	}
 	return 0
 }
