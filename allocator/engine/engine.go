@@ -51,22 +51,33 @@ type Engine struct {
 	shuffler  *pyrand.Random
 
 	alloc      *policies.Allocation
-	xIndex     map[string][]float64 // unit key -> X per alloc.Types index
-	typeIndex  map[string]int       // type -> index in alloc.Types
+	xIndex     map[ukey][]float64 // unit -> X per alloc.Types index
+	typeIndex  map[string]int     // type -> index in alloc.Types
 	lastReset  float64
 	resetDone  bool
 	needUpdate bool
 	lastJobs   map[string]bool
-	lastGPUs   string
-	baseline   map[string]map[string]float64 // unit -> type -> cumulative at reset
-	deficit    map[string]map[string]float64 // unit -> type -> deficit
+	lastGPUs   []GPU // healthy GPUs last round
+	gpusSeen   bool
+
+	// Units persist across rounds and carry their received-time baseline
+	// at the last recompute, deficit and allocation row; order is this
+	// round's units in priority-table order (see syncUnits).
+	units     map[ukey]*unit
+	order     []*unit
+	snapJobs  []*unit
+	snapPairs []ukey
+	snapPairU []*unit // nil where the pair is not a unit
+	spareK    []ukey
+	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
+	spareU    []*unit
+	stamp     int
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64
 	isoTput  map[string]float64
 	isoSteps map[string]float64 // steps done at the last recompute
 	rounds   int
-	cum      map[string]map[string]float64
 }
 
 // New checks the configuration.
@@ -91,8 +102,7 @@ func New(cfg Config) (*Engine, error) {
 		name = c
 	}
 	e := &Engine{cfg: cfg, canonical: name, shuffler: pyrand.New(cfg.Seed + 5),
-		lastJobs: map[string]bool{}, baseline: map[string]map[string]float64{},
-		deficit: map[string]map[string]float64{}, isoTime: map[string]float64{},
+		lastJobs: map[string]bool{}, units: map[ukey]*unit{}, isoTime: map[string]float64{},
 		isoTput: map[string]float64{}, isoSteps: map[string]float64{}}
 	e.packing = strings.HasSuffix(name, "_packed") || name == "gandiva"
 	if cfg.Packing != nil {
@@ -127,15 +137,30 @@ func healthyCounts(gpus []GPU) map[string]int {
 	return c
 }
 
-func gpuSignature(gpus []GPU) string {
-	var b strings.Builder
+// healthy is the GPUs that have not failed.
+func healthy(gpus []GPU) []GPU {
+	out := make([]GPU, 0, len(gpus))
 	for _, g := range gpus {
 		if !g.Failed {
-			b.WriteString(g.ID)
-			b.WriteByte(0)
+			out = append(out, g)
 		}
 	}
-	return b.String()
+	return out
+}
+
+// sameHealthy reports whether gpus' healthy GPUs are last (in order).
+func sameHealthy(gpus, last []GPU) bool {
+	k := 0
+	for _, g := range gpus {
+		if g.Failed {
+			continue
+		}
+		if k >= len(last) || last[k] != g {
+			return false
+		}
+		k++
+	}
+	return k == len(last)
 }
 
 // noteEvents marks a recompute as needed when the job set or the healthy
@@ -157,9 +182,10 @@ func (e *Engine) noteEvents(s *Snapshot) {
 		}
 	}
 	e.lastJobs = now
-	if sig := gpuSignature(s.GPUs); sig != e.lastGPUs {
-		e.lastGPUs = sig
+	if !e.gpusSeen || !sameHealthy(s.GPUs, e.lastGPUs) {
+		e.lastGPUs, e.gpusSeen = healthy(s.GPUs), true
 		e.needUpdate = true
+		e.layouts = nil
 	}
 }
 
@@ -168,6 +194,7 @@ func (e *Engine) noteEvents(s *Snapshot) {
 // solves the policy. It reports whether it recomputed.
 func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 	e.noteEvents(s)
+	e.syncUnits(s)
 	if !e.needUpdate {
 		return false, 0, nil
 	}
@@ -211,63 +238,57 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 	for i, t := range a.Types {
 		e.typeIndex[t] = i
 	}
-	e.xIndex = map[string][]float64{}
+	e.xIndex = make(map[ukey][]float64, len(a.JobIDs)+len(a.PairJobs))
 	for m, id := range a.JobIDs {
-		e.xIndex[id] = a.X[m]
+		e.xIndex[ukey{id, ""}] = a.X[m]
 	}
 	for p, jobs := range a.PairJobs {
-		e.xIndex[UnitKey(jobs[:])] = a.PairX[p]
+		e.xIndex[ukey(jobs)] = a.PairX[p]
+	}
+	for k, u := range e.units {
+		u.setX(e.xIndex, k)
+		u.setQuiet()
 	}
 }
 
-func (e *Engine) x(unit, typ string) (float64, bool) {
-	row, ok := e.xIndex[unit]
-	if !ok {
-		return 0, false
+// x is the unit's share of type typ in the allocation in force.
+func (e *Engine) x(u *unit, typ string) float64 {
+	if u.xrow == nil {
+		return 0
 	}
 	i, ok := e.typeIndex[typ]
 	if !ok {
-		return 0, true
+		return 0
 	}
-	return row[i], true
+	return u.xrow[i]
 }
 
 // resetReceived restarts every unit's received time and adds the deficit
-// X·elapsed − received to the carried deficit.
+// X·elapsed − received to the carried deficit. Units that never ran, have
+// no share and no deficit stay as they are (all zeros), which keeps a
+// recompute linear in the units that matter when packing offers thousands
+// of pairs. Units absent from the snapshot are forgotten.
 func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	types := typeNames(s.GPUs)
-	reset := func(unit string, cum map[string]float64) {
-		base := e.baseline[unit]
-		def := e.deficit[unit]
-		if def == nil {
-			def = map[string]float64{}
-			e.deficit[unit] = def
+	for _, u := range e.order {
+		if u.trivial() {
+			continue
 		}
-		nb := map[string]float64{}
+		if u.def == nil {
+			u.def = map[string]float64{}
+		}
+		nb := make(map[string]float64, len(types))
 		for _, t := range types {
-			received := cum[t] - base[t]
-			x, _ := e.x(unit, t)
-			def[t] += x*elapsed - received
-			nb[t] = cum[t]
+			received := u.cum[t] - u.base[t]
+			u.def[t] += e.x(u, t)*elapsed - received
+			nb[t] = u.cum[t]
 		}
-		e.baseline[unit] = nb
+		u.base = nb
+		u.setQuiet()
 	}
-	live := map[string]bool{}
-	for _, j := range s.Jobs {
-		reset(j.ID, j.ReceivedS)
-		live[j.ID] = true
-	}
-	if e.packing {
-		for _, p := range s.Pairs {
-			k := UnitKey(p.Jobs[:])
-			reset(k, p.ReceivedS)
-			live[k] = true
-		}
-	}
-	for k := range e.baseline {
-		if !live[k] {
-			delete(e.baseline, k)
-			delete(e.deficit, k)
+	for k, u := range e.units {
+		if u.seen != e.stamp {
+			delete(e.units, k)
 		}
 	}
 }
@@ -351,12 +372,28 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			if !in[pr.Jobs[0]] || !in[pr.Jobs[1]] {
 				continue
 			}
-			tp := map[string][2]float64{}
-			for t := range counts {
-				tp[t] = pr.Throughput[t]
+			tp := pr.Throughput
+			if !sameKeys(tp, counts) {
+				tp = make(map[string][2]float64, len(counts))
+				for t := range counts {
+					tp[t] = pr.Throughput[t]
+				}
 			}
 			p.Pairs = append(p.Pairs, policies.Pair{Jobs: pr.Jobs, Throughput: tp})
 		}
 	}
 	return p
+}
+
+// sameKeys reports whether m has exactly the types in counts.
+func sameKeys(m map[string][2]float64, counts map[string]int) bool {
+	if len(m) != len(counts) {
+		return false
+	}
+	for t := range m {
+		if _, ok := counts[t]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -319,3 +319,133 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal("same inputs, different plans")
 	}
 }
+
+// TestCandidateOrderMatchesFullSort checks the lazy ranking (trivial units
+// merged in unit order, not sorted one by one) against a stable sort of
+// every unit by (priority, deficit, X), over rounds where pairs run, jobs
+// come and go and the allocation gives some pairs a share.
+func TestCandidateOrderMatchesFullSort(t *testing.T) {
+	for _, compat := range []bool{false, true} {
+		r := rand.New(rand.NewPCG(7, uint64(len(fmt.Sprint(compat)))))
+		solve := func(name string, p *policies.Problem) (*policies.Allocation, error) {
+			a, err := isolatedSolve(name, p)
+			if err != nil {
+				return nil, err
+			}
+			for m := range a.X {
+				if r.IntN(4) == 0 {
+					a.X[m][r.IntN(len(a.Types))] = 0
+				}
+			}
+			for q := range a.PairX {
+				if r.IntN(5) == 0 {
+					a.PairX[q][r.IntN(len(a.Types))] = r.Float64() * 0.3
+				}
+			}
+			return a, nil
+		}
+		packing := true
+		e, err := New(Config{Policy: "test_perf", GavelCompat: compat, Packing: &packing, Solve: solve})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gpus []GPU
+		for _, ty := range []string{"k80", "p100", "v100"} {
+			for i := range 4 {
+				gpus = append(gpus, GPU{ID: fmt.Sprintf("%s-%d", ty, i), Type: ty, Server: fmt.Sprintf("%s-s%d", ty, i)})
+			}
+		}
+		var jobs []Job
+		pairRecv := map[[2]string]map[string]float64{}
+		next := 0
+		for round := range 60 {
+			// Arrivals and departures.
+			for r.IntN(2) == 0 || len(jobs) < 3 {
+				jobs = append(jobs, Job{ID: fmt.Sprint(next), ScaleFactor: 1 + r.IntN(2),
+					Throughput: map[string]float64{"v100": 3, "p100": 2, "k80": 1}, Weight: 1,
+					TotalSteps: 1e6, RemainingSteps: 1e6, ReceivedS: map[string]float64{}})
+				next++
+			}
+			if r.IntN(3) == 0 {
+				k := r.IntN(len(jobs))
+				jobs = append(jobs[:k], jobs[k+1:]...)
+			}
+			s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Jobs: jobs}
+			for i, a := range jobs {
+				for _, b := range jobs[i+1:] {
+					k := [2]string{a.ID, b.ID}
+					s.Pairs = append(s.Pairs, Pair{Jobs: k, ReceivedS: pairRecv[k],
+						Throughput: map[string][2]float64{"v100": {2, 1}, "p100": {1, 1}, "k80": {0.5, 0.5}}})
+				}
+			}
+			plan, err := e.Round(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ty := range []string{"k80", "p100", "v100"} {
+				var got []*candidate
+				e.candidates(ty, func(c *candidate) bool { got = append(got, c); return true })
+				// Reference: every unit ranked, stable sort.
+				credit := 0.0
+				if compat {
+					credit = 180
+				}
+				total := 0.0
+				recv := make([]float64, len(e.order))
+				for i, u := range e.order {
+					recv[i] = u.cum[ty] - u.base[ty] + credit
+					total += recv[i]
+				}
+				var want []*candidate
+				for i, u := range e.order {
+					x := e.x(u, ty)
+					c := &candidate{u: u, x: x, deficit: u.def[ty]}
+					switch {
+					case x == 0 || u.tput(ty)[0] <= 0 || (u.isPair() && u.tput(ty)[1] <= 0):
+					case total == 0 || recv[i] <= 0:
+						c.priority = x * 1e9
+					default:
+						c.priority = x / (recv[i] / total)
+					}
+					want = append(want, c)
+				}
+				sort.SliceStable(want, func(i, j int) bool {
+					a, b := want[i], want[j]
+					if a.priority != b.priority {
+						return a.priority > b.priority
+					}
+					if a.deficit != b.deficit {
+						return a.deficit > b.deficit
+					}
+					return a.x > b.x
+				})
+				if len(got) != len(want) {
+					t.Fatalf("compat=%v round %d %s: %d candidates, want %d", compat, round, ty, len(got), len(want))
+				}
+				for i := range got {
+					if got[i].u != want[i].u || got[i].priority != want[i].priority || got[i].deficit != want[i].deficit {
+						t.Fatalf("compat=%v round %d %s: candidate %d is %s (%g, %g), want %s (%g, %g)", compat, round, ty, i,
+							got[i].u.key, got[i].priority, got[i].deficit, want[i].u.key, want[i].priority, want[i].deficit)
+					}
+				}
+			}
+			// Credit the round: pairs get received time, which makes them
+			// non-trivial.
+			for _, a := range plan.Assignments {
+				if len(a.Jobs) == 2 {
+					k := [2]string{a.Jobs[0], a.Jobs[1]}
+					if pairRecv[k] == nil {
+						pairRecv[k] = map[string]float64{}
+					}
+					pairRecv[k][a.Type] += 360
+				} else {
+					for i := range jobs {
+						if jobs[i].ID == a.Jobs[0] {
+							jobs[i].ReceivedS[a.Type] += 360
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,28 +1,68 @@
 package engine
 
-// cluster is the free GPUs of one type during placement, by server in the
-// order servers first appear in the snapshot.
-type cluster struct {
+// layout is the healthy GPUs of one type, by server in the order servers
+// first appear in the snapshot. It is cached until the GPUs change.
+type layout struct {
 	servers []string
-	gpus    map[string][]string // server -> GPU ids in snapshot order
-	server  map[string]string   // GPU -> server
-	free    map[string]bool
+	ids     []string // GPU ids, grouped by server, snapshot order within one
+	srvGPUs [][]int  // server -> indices into ids
+	srvOf   []int    // GPU index -> server index
+	index   map[string]int
 }
 
-func newCluster(gpus []GPU, typ string) *cluster {
-	c := &cluster{gpus: map[string][]string{}, server: map[string]string{}, free: map[string]bool{}}
+func newLayout(gpus []GPU, typ string) *layout {
+	l := &layout{index: map[string]int{}}
+	srv := map[string]int{}
 	for _, g := range gpus {
 		if g.Type != typ || g.Failed {
 			continue
 		}
-		if _, ok := c.gpus[g.Server]; !ok {
-			c.servers = append(c.servers, g.Server)
+		s, ok := srv[g.Server]
+		if !ok {
+			s = len(l.servers)
+			srv[g.Server] = s
+			l.servers = append(l.servers, g.Server)
+			l.srvGPUs = append(l.srvGPUs, nil)
 		}
-		c.gpus[g.Server] = append(c.gpus[g.Server], g.ID)
-		c.server[g.ID] = g.Server
-		c.free[g.ID] = true
+		i := len(l.ids)
+		l.ids = append(l.ids, g.ID)
+		l.srvOf = append(l.srvOf, s)
+		l.srvGPUs[s] = append(l.srvGPUs[s], i)
+		l.index[g.ID] = i
+	}
+	return l
+}
+
+// cluster is the free GPUs of one type during placement.
+type cluster struct {
+	*layout
+	free  []bool
+	nfree []int // per server
+}
+
+func newCluster(l *layout) *cluster {
+	c := &cluster{layout: l, free: make([]bool, len(l.ids)), nfree: make([]int, len(l.servers))}
+	for i := range c.free {
+		c.free[i] = true
+	}
+	for s, g := range l.srvGPUs {
+		c.nfree[s] = len(g)
 	}
 	return c
+}
+
+// clusterFor returns a fresh free-GPU view of one type, reusing the
+// type's layout while the healthy GPUs are unchanged.
+func (e *Engine) clusterFor(gpus []GPU, typ string) *cluster {
+	if e.layouts == nil {
+		e.layouts = map[string]*layout{}
+	}
+	l := e.layouts[typ]
+	if l == nil {
+		l = newLayout(gpus, typ)
+		e.layouts[typ] = l
+	}
+	return newCluster(l)
 }
 
 func (c *cluster) allFree(ids []string) bool {
@@ -30,7 +70,8 @@ func (c *cluster) allFree(ids []string) bool {
 		return false
 	}
 	for _, id := range ids {
-		if !c.free[id] {
+		i, ok := c.index[id]
+		if !ok || !c.free[i] {
 			return false
 		}
 	}
@@ -39,15 +80,18 @@ func (c *cluster) allFree(ids []string) bool {
 
 func (c *cluster) take(ids []string) {
 	for _, id := range ids {
-		c.free[id] = false
+		if i, ok := c.index[id]; ok && c.free[i] {
+			c.free[i] = false
+			c.nfree[c.srvOf[i]]--
+		}
 	}
 }
 
-func (c *cluster) freeOn(server string) []string {
+func (c *cluster) freeOn(s int) []string {
 	var out []string
-	for _, id := range c.gpus[server] {
-		if c.free[id] {
-			out = append(out, id)
+	for _, i := range c.srvGPUs[s] {
+		if c.free[i] {
+			out = append(out, c.ids[i])
 		}
 	}
 	return out
@@ -57,29 +101,32 @@ func (c *cluster) freeOn(server string) []string {
 // single server (fewest free GPUs that still hold n), else servers in
 // decreasing order of free GPUs. It returns nil when fewer than n are free.
 func (c *cluster) pick(n int) []string {
-	best, bestFree := "", 0
+	best, bestFree := -1, 0
 	total := 0
-	for _, s := range c.servers {
-		f := len(c.freeOn(s))
+	for s := range c.servers {
+		f := c.nfree[s]
 		total += f
-		if f >= n && (best == "" || f < bestFree) {
+		if f >= n && (best < 0 || f < bestFree) {
 			best, bestFree = s, f
 		}
 	}
 	if total < n {
 		return nil
 	}
-	if best != "" {
+	if best >= 0 {
 		ids := c.freeOn(best)[:n]
 		c.take(ids)
 		return ids
 	}
-	order := append([]string(nil), c.servers...)
-	// Stable selection sort by free count, descending (servers are few).
+	order := make([]int, len(c.servers))
+	for i := range order {
+		order[i] = i
+	}
+	// Selection sort by free count, descending (servers are few).
 	for i := range order {
 		k := i
 		for j := i + 1; j < len(order); j++ {
-			if len(c.freeOn(order[j])) > len(c.freeOn(order[k])) {
+			if c.nfree[order[j]] > c.nfree[order[k]] {
 				k = j
 			}
 		}
@@ -101,11 +148,16 @@ func (c *cluster) pick(n int) []string {
 func (c *cluster) assignment(cd *candidate, typ string, ids []string, act Action) Assignment {
 	a := Assignment{Jobs: append([]string(nil), cd.u.jobs...), Type: typ, GPUs: append([]string(nil), ids...),
 		Action: act, Priority: cd.priority}
-	seen := map[string]bool{}
+	var seen []int
 	for _, id := range ids {
-		if s := c.server[id]; !seen[s] {
-			seen[s] = true
-			a.Servers = append(a.Servers, s)
+		s := c.srvOf[c.index[id]]
+		dup := false
+		for _, v := range seen {
+			dup = dup || v == s
+		}
+		if !dup {
+			seen = append(seen, s)
+			a.Servers = append(a.Servers, c.servers[s])
 		}
 	}
 	return a

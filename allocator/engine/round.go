@@ -1,18 +1,66 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 )
 
-// unit is a schedulable entity: one job, or a pair sharing GPUs.
+// ukey identifies a unit: {job, ""} or the pair's two jobs.
+type ukey [2]string
+
+// unit is a schedulable entity: one job, or a pair sharing GPUs. Units
+// persist across rounds; the snapshot's maps are re-read every round.
 type unit struct {
-	key   string
-	jobs  []string
-	sf    int
-	tput  map[string][2]float64 // per type; [1] unused for a job
-	order int
+	key    string
+	jobs   []string
+	sf     int
+	ja, jb *unit // a pair's job units
+	pos    int   // a job's index in the snapshot
+	jt     map[string]float64
+	pt     map[string][2]float64
+	cum    map[string]float64 // cumulative received time (snapshot)
+	base   map[string]float64 // cumulative at the last reset (nil: zeros)
+	def    map[string]float64 // carried deficit (nil: zeros)
+	xrow   []float64          // allocation row
+	inX    bool               // in the allocation in force
+	quiet  bool               // no share, no deficit, zero baseline
+	seen   int                // stamp of the last snapshot it was in
+	taken  int                // round it was selected in (jobs)
+	idx    int                // position in this round's order
 }
+
+func (u *unit) isPair() bool { return u.ja != nil }
+
+// tput is the unit's throughput on t ([1] unused for a job).
+func (u *unit) tput(t string) [2]float64 {
+	if u.isPair() {
+		return u.pt[t]
+	}
+	return [2]float64{u.jt[t], 0}
+}
+
+func (u *unit) setX(idx map[ukey][]float64, k ukey) {
+	u.xrow, u.inX = idx[k]
+}
+
+func (u *unit) setQuiet() {
+	q := true
+	for _, v := range u.xrow {
+		q = q && v == 0
+	}
+	for _, v := range u.def {
+		q = q && v == 0
+	}
+	for _, v := range u.base {
+		q = q && v == 0
+	}
+	u.quiet = q
+}
+
+// trivial: received time, deficit and share are zero on every type.
+func (u *unit) trivial() bool { return u.quiet && len(u.cum) == 0 }
 
 type candidate struct {
 	u        *unit
@@ -31,11 +79,9 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	e.rounds++
 	plan := &Plan{TimeS: s.TimeS, Recomputed: recomputed, SolveMS: solveMS, Allocation: e.alloc}
 
-	e.cum = cumulative(s)
-	units := e.units(s)
 	order := e.typeOrder(s.GPUs)
 	free := healthyCounts(s.GPUs)
-	selected := e.selectUnits(units, order, free)
+	selected := e.selectUnits(order, free)
 	plan.Assignments = e.place(s, order, selected)
 
 	running := map[string]bool{}
@@ -60,35 +106,114 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	return plan, nil
 }
 
-// units lists jobs (arrival order) and, when packing, the pairs; a pair
-// follows its later job, as in the reference's priority tables.
-func (e *Engine) units(s *Snapshot) []*unit {
-	var out []*unit
-	pos := map[string]int{}
-	sf := map[string]int{}
-	for i, j := range s.Jobs {
-		pos[j.ID] = i
-		sf[j.ID] = max(j.ScaleFactor, 1)
-		tp := map[string][2]float64{}
-		for t, v := range j.Throughput {
-			tp[t] = [2]float64{v, 0}
-		}
-		out = append(out, &unit{key: j.ID, jobs: []string{j.ID}, sf: sf[j.ID], tput: tp, order: 2 * i * len(s.Jobs)})
+// syncUnits brings e.order up to date with the snapshot: jobs in arrival
+// order and, when packing, the pairs; a pair follows its later job, after
+// the pairs whose earlier job comes first (the reference's priority
+// tables). When the snapshot lists the same jobs and pairs as last round
+// only the snapshot's maps are re-read.
+func (e *Engine) syncUnits(s *Snapshot) {
+	same := len(s.Jobs) == len(e.snapJobs)
+	for i := 0; same && i < len(s.Jobs); i++ {
+		u := e.snapJobs[i]
+		same = u.key == s.Jobs[i].ID && u.sf == max(s.Jobs[i].ScaleFactor, 1)
 	}
-	if e.packing {
-		for _, p := range s.Pairs {
-			a, aok := pos[p.Jobs[0]]
-			b, bok := pos[p.Jobs[1]]
-			if !aok || !bok || sf[p.Jobs[0]] != sf[p.Jobs[1]] {
+	pairs := s.Pairs
+	if !e.packing {
+		pairs = nil
+	}
+	same = same && len(pairs) == len(e.snapPairs)
+	for i := 0; same && i < len(pairs); i++ {
+		same = ukey(pairs[i].Jobs) == e.snapPairs[i]
+	}
+	if same {
+		for i, j := range s.Jobs {
+			u := e.snapJobs[i]
+			u.jt, u.cum = j.Throughput, j.ReceivedS
+		}
+		for i, p := range pairs {
+			if u := e.snapPairU[i]; u != nil {
+				u.pt, u.cum = p.Throughput, p.ReceivedS
+			}
+		}
+		return
+	}
+	e.stamp++
+	get := func(k ukey) *unit {
+		u := e.units[k]
+		if u == nil {
+			u = &unit{}
+			if k[1] == "" {
+				u.key, u.jobs = k[0], []string{k[0]}
+			} else {
+				u.key, u.jobs = UnitKey(k[:]), []string{k[0], k[1]}
+			}
+			u.setX(e.xIndex, k)
+			u.setQuiet()
+			e.units[k] = u
+		}
+		u.seen = e.stamp
+		return u
+	}
+	jobIdx := make(map[string]*unit, len(s.Jobs))
+	e.snapJobs = e.snapJobs[:0]
+	for i, j := range s.Jobs {
+		u := get(ukey{j.ID, ""})
+		u.pos, u.sf, u.jt, u.cum = i, max(j.ScaleFactor, 1), j.Throughput, j.ReceivedS
+		e.snapJobs = append(e.snapJobs, u)
+		jobIdx[j.ID] = u
+	}
+	// Last round's pairs are a hint: a backend usually keeps the order and
+	// only drops pairs of departed jobs and adds new ones, so walking both
+	// lists finds most units without a lookup.
+	oldK, oldU := e.snapPairs, e.snapPairU
+	e.snapPairs, e.snapPairU = e.spareK[:0], e.spareU[:0]
+	stale := func(u *unit) bool { return u == nil || u.ja.seen != e.stamp || u.jb.seen != e.stamp }
+	w := 0
+	// Bucket pairs by their later job; within a bucket by the earlier one.
+	bucket := make([][]*unit, len(s.Jobs))
+	for _, p := range pairs {
+		k := ukey(p.Jobs)
+		e.snapPairs = append(e.snapPairs, k)
+		for w < len(oldK) && oldK[w] != k && stale(oldU[w]) {
+			w++
+		}
+		var u, a, b *unit
+		if w < len(oldK) && oldK[w] == k && oldU[w] != nil && !stale(oldU[w]) {
+			u = oldU[w]
+			a, b = u.ja, u.jb
+			u.seen = e.stamp
+			w++
+		} else {
+			a, b = jobIdx[p.Jobs[0]], jobIdx[p.Jobs[1]]
+			if a == nil || b == nil || a.sf != b.sf || a == b {
+				e.snapPairU = append(e.snapPairU, nil)
 				continue
 			}
-			late, early := max(a, b), min(a, b)
-			out = append(out, &unit{key: UnitKey(p.Jobs[:]), jobs: []string{p.Jobs[0], p.Jobs[1]},
-				sf: sf[p.Jobs[0]], tput: p.Throughput, order: 2*late*len(s.Jobs) + 1 + early})
+			u = get(k)
 		}
+		if a.sf != b.sf {
+			e.snapPairU = append(e.snapPairU, nil)
+			continue
+		}
+		e.snapPairU = append(e.snapPairU, u)
+		u.ja, u.jb, u.sf, u.pt, u.cum = a, b, a.sf, p.Throughput, p.ReceivedS
+		late := max(a.pos, b.pos)
+		bucket[late] = append(bucket[late], u)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].order < out[j].order })
-	return out
+	e.spareK, e.spareU = oldK, oldU
+	early := func(u *unit) int { return min(u.ja.pos, u.jb.pos) }
+	e.order = e.order[:0]
+	for i, ju := range e.snapJobs {
+		e.order = append(e.order, ju)
+		bk := bucket[i]
+		if !slices.IsSortedFunc(bk, func(x, y *unit) int { return cmp.Compare(early(x), early(y)) }) {
+			slices.SortStableFunc(bk, func(x, y *unit) int { return cmp.Compare(early(x), early(y)) })
+		}
+		e.order = append(e.order, bk...)
+	}
+	for i, u := range e.order {
+		u.idx = i
+	}
 }
 
 var gavelTypeOrder = []string{"v100", "p100", "k80"}
@@ -123,86 +248,131 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // selectUnits is the greedy selection: per type in order, candidates by
 // (priority, deficit, X) descending; a job runs at most once per round, a
 // unit only where its whole scale factor fits.
-func (e *Engine) selectUnits(units []*unit, order []string, free map[string]int) map[string][]*candidate {
+func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
 	selected := map[string][]*candidate{}
-	taken := map[string]bool{}
+	stamp := e.rounds
+	busy := func(u *unit) bool {
+		if u.isPair() {
+			return u.ja.taken == stamp || u.jb.taken == stamp
+		}
+		return u.taken == stamp
+	}
 	for _, t := range order {
-		cands := e.candidates(units, t)
-		for _, c := range cands {
+		e.candidates(t, func(c *candidate) bool {
 			if free[t] == 0 {
-				break
+				return false
 			}
 			u := c.u
-			busy := false
-			for _, j := range u.jobs {
-				busy = busy || taken[j]
+			if busy(u) {
+				return true
 			}
-			if busy {
-				continue
-			}
-			tp := u.tput[t]
-			if tp[0] <= 0 || (len(u.jobs) == 2 && tp[1] <= 0) {
-				continue
+			tp := u.tput(t)
+			if tp[0] <= 0 || (u.isPair() && tp[1] <= 0) {
+				return true
 			}
 			if e.fifo && c.priority <= 0 {
-				continue
+				return true
 			}
 			if u.sf > free[t] {
-				continue
+				return true
 			}
 			free[t] -= u.sf
-			for _, j := range u.jobs {
-				taken[j] = true
+			if u.isPair() {
+				u.ja.taken, u.jb.taken = stamp, stamp
+			} else {
+				u.taken = stamp
 			}
 			selected[t] = append(selected[t], c)
-		}
+			return true
+		})
 	}
 	return selected
 }
 
-func (e *Engine) candidates(units []*unit, t string) []*candidate {
+// byRank orders candidates by (priority, deficit, X) descending, then by
+// unit order: what a stable sort of the units by the first three gives.
+func byRank(a, b *candidate) int {
+	if a.priority != b.priority {
+		if a.priority > b.priority {
+			return -1
+		}
+		return 1
+	}
+	if a.deficit != b.deficit {
+		if a.deficit > b.deficit {
+			return -1
+		}
+		return 1
+	}
+	if a.x != b.x {
+		if a.x > b.x {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.u.idx, b.u.idx)
+}
+
+// candidates yields this round's units for type t in rank order until
+// yield returns false. Trivial units (never ran, no share, no deficit:
+// priority, deficit and X all 0) are not ranked one by one: they are
+// merged, in unit order, into the ranked others where their all-zero key
+// falls, so only as many are visited as selection needs.
+func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 	// Fractions of the type's received time since the last recompute.
-	recv := make([]float64, len(units))
+	credit := 0.0
+	if e.cfg.GavelCompat {
+		credit = e.cfg.RoundS / 2
+	}
 	total := 0.0
-	for i, u := range units {
-		recv[i] = e.received(u, t)
+	recv := make([]float64, len(e.order))
+	var trivial []*unit
+	for i, u := range e.order {
+		if u.trivial() {
+			recv[i] = 0 + credit
+			trivial = append(trivial, u)
+		} else {
+			recv[i] = u.cum[t] - u.base[t] + credit
+		}
 		total += recv[i]
 	}
-	out := make([]*candidate, 0, len(units))
-	for i, u := range units {
-		x, _ := e.x(u.key, t)
-		c := &candidate{u: u, x: x, deficit: e.deficit[u.key][t]}
-		tp := u.tput[t]
+	ranked := make([]*candidate, 0, len(e.order)-len(trivial))
+	for i, u := range e.order {
+		if u.trivial() {
+			continue
+		}
+		x := e.x(u, t)
+		c := &candidate{u: u, x: x, deficit: u.def[t]}
+		tp := u.tput(t)
 		switch {
-		case x == 0 || tp[0] <= 0 || (len(u.jobs) == 2 && tp[1] <= 0):
+		case x == 0 || tp[0] <= 0 || (u.isPair() && tp[1] <= 0):
 			c.priority = 0
 		case total == 0 || recv[i] <= 0:
 			c.priority = x * 1e9 // never ran on this type since the reset: first
 		default:
 			c.priority = x / (recv[i] / total)
 		}
-		out = append(out, c)
+		ranked = append(ranked, c)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.priority != b.priority {
-			return a.priority > b.priority
+	slices.SortFunc(ranked, byRank)
+	i, k := 0, 0
+	for i < len(ranked) || k < len(trivial) {
+		var c *candidate
+		if k < len(trivial) {
+			tc := &candidate{u: trivial[k]}
+			if i >= len(ranked) || byRank(tc, ranked[i]) < 0 {
+				c = tc
+				k++
+			}
 		}
-		if a.deficit != b.deficit {
-			return a.deficit > b.deficit
+		if c == nil {
+			c = ranked[i]
+			i++
 		}
-		return a.x > b.x
-	})
-	return out
-}
-
-// received reads the unit's credited time from the current snapshot.
-func (e *Engine) received(u *unit, t string) float64 {
-	r := e.cum[u.key][t] - e.baseline[u.key][t]
-	if e.cfg.GavelCompat {
-		r += e.cfg.RoundS / 2
+		if !yield(c) {
+			return
+		}
 	}
-	return r
 }
 
 // place assigns GPUs per type, units in decreasing scale factor: first a
@@ -217,7 +387,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 	}
 	var out []Assignment
 	for _, t := range order {
-		cl := newCluster(s.GPUs, t)
+		cl := e.clusterFor(s.GPUs, t)
 		cands := selected[t]
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
 		for i := 0; i < len(cands); {
@@ -239,10 +409,8 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 				if placed[k] {
 					continue
 				}
-				if e.cfg.GavelCompat {
-					if _, ok := e.xIndex[c.u.key]; !ok {
-						continue
-					}
+				if e.cfg.GavelCompat && !c.u.inX {
+					continue
 				}
 				ids := cl.pick(sf)
 				if ids == nil {
@@ -254,15 +422,4 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 		}
 	}
 	return out
-}
-
-func cumulative(s *Snapshot) map[string]map[string]float64 {
-	c := make(map[string]map[string]float64, len(s.Jobs)+len(s.Pairs))
-	for _, j := range s.Jobs {
-		c[j.ID] = j.ReceivedS
-	}
-	for _, p := range s.Pairs {
-		c[UnitKey(p.Jobs[:])] = p.ReceivedS
-	}
-	return c
 }

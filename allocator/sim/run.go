@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -11,9 +12,13 @@ import (
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
 
-type pairInfo struct {
+// pairState is a colocation of two active jobs of equal scale factor that
+// the measurements allow; it lives in its earlier job's partner list.
+type pairState struct {
 	a, b *jobState
+	key  string
 	tput map[string][2]float64
+	recv map[string]float64 // nil until the pair first runs
 }
 
 // simulator is the virtual-time backend state.
@@ -29,8 +34,12 @@ type simulator struct {
 
 	all      []*jobState
 	active   []*jobState
-	pairRecv map[string]map[string]float64
+	byIDs    map[string]*jobState // active jobs
+	pairs    map[string]*pairState
 	pairTput map[[2]throughputs.Key]map[string][2]float64
+	// pairList is the snapshot's pairs, rebuilt only when pairsDirty.
+	pairList   []engine.Pair
+	pairsDirty bool
 
 	now, roundStart, roundEnd float64
 	hasRoundEnd               bool
@@ -50,7 +59,7 @@ type simulator struct {
 // Run simulates the trace to the end of the measurement window.
 func Run(src Source, o Options) (*Result, error) {
 	wall := time.Now()
-	s := &simulator{o: o, src: src, tb: o.Throughputs, pairRecv: map[string]map[string]float64{},
+	s := &simulator{o: o, src: src, tb: o.Throughputs, pairs: map[string]*pairState{}, byIDs: map[string]*jobState{},
 		pairTput: map[[2]throughputs.Key]map[string][2]float64{}, prevRunning: map[string]string{}}
 	if s.tb == nil {
 		s.tb = throughputs.Default()
@@ -74,6 +83,9 @@ func Run(src Source, o Options) (*Result, error) {
 	}
 	for !s.finished() {
 		if o.MaxTimeS > 0 && s.now > o.MaxTimeS {
+			break
+		}
+		if o.MaxActive > 0 && len(s.active) > o.MaxActive {
 			break
 		}
 		if err := s.step(); err != nil {
@@ -144,7 +156,27 @@ func (s *simulator) addJob(tj trace.Job) {
 		}
 	}
 	s.all = append(s.all, js)
+	if s.eng.Packing() {
+		for _, a := range s.active {
+			if a.tj.ScaleFactor != js.tj.ScaleFactor {
+				continue
+			}
+			tp := s.pairKeys(a, js)
+			useful := false
+			for _, v := range tp {
+				useful = useful || (v[0] > 0 && v[1] > 0)
+			}
+			if !useful {
+				continue
+			}
+			ps := &pairState{a: a, b: js, key: engine.UnitKey([]string{a.id, js.id}), tput: tp}
+			a.partners = append(a.partners, ps)
+			s.pairs[ps.key] = ps
+			s.pairsDirty = true
+		}
+	}
 	s.active = append(s.active, js)
+	s.byIDs[js.id] = js
 }
 
 // isoTput is a job's throughput on an equal 1/n share of the cluster.
@@ -214,12 +246,13 @@ func (s *simulator) complete() {
 		}
 		s.busyGPUS += credited * float64(len(m.gpus))
 		if len(m.jobs) == 2 {
-			r := s.pairRecv[m.pairKey]
-			if r == nil {
-				r = map[string]float64{}
-				s.pairRecv[m.pairKey] = r
+			if ps := s.pairs[m.pairKey]; ps != nil {
+				if ps.recv == nil {
+					ps.recv = map[string]float64{}
+					s.pairsDirty = true
+				}
+				ps.recv[m.typ] += credited
 			}
-			r[m.typ] += credited
 		}
 		for i, js := range m.jobs {
 			if js.done {
@@ -245,10 +278,33 @@ func (s *simulator) complete() {
 	}
 	s.running = nil
 	kept := s.active[:0]
+	anyDone := false
 	for _, js := range s.active {
 		if !js.done {
 			kept = append(kept, js)
+		} else {
+			anyDone = true
+			delete(s.byIDs, js.id)
+			for _, ps := range js.partners {
+				delete(s.pairs, ps.key)
+			}
+			js.partners = nil
 		}
+	}
+	if anyDone && len(s.pairs) > 0 {
+		for _, js := range kept {
+			ps := js.partners[:0]
+			for _, p := range js.partners {
+				if p.b.done {
+					delete(s.pairs, p.key)
+				} else {
+					ps = append(ps, p)
+				}
+			}
+			clear(js.partners[len(ps):])
+			js.partners = ps
+		}
+		s.pairsDirty = true
 	}
 	for i := len(kept); i < len(s.active); i++ {
 		s.active[i] = nil
@@ -282,24 +338,17 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		snap.Jobs = append(snap.Jobs, j)
 	}
 	if s.eng.Packing() {
-		for i, a := range s.active {
-			for _, b := range s.active[i+1:] {
-				if a.tj.ScaleFactor != b.tj.ScaleFactor {
-					continue
+		// Pairs ordered by (earlier job, later job) in arrival order.
+		if s.pairsDirty {
+			s.pairList = s.pairList[:0]
+			for _, a := range s.active {
+				for _, ps := range a.partners {
+					s.pairList = append(s.pairList, engine.Pair{Jobs: [2]string{a.id, ps.b.id}, Throughput: ps.tput, ReceivedS: ps.recv})
 				}
-				tp := s.pairKeys(a, b)
-				useful := false
-				for _, v := range tp {
-					useful = useful || (v[0] > 0 && v[1] > 0)
-				}
-				if !useful {
-					continue
-				}
-				p := engine.Pair{Jobs: [2]string{a.id, b.id}, Throughput: tp}
-				p.ReceivedS = s.pairRecv[engine.UnitKey(p.Jobs[:])]
-				snap.Pairs = append(snap.Pairs, p)
 			}
+			s.pairsDirty = false
 		}
+		snap.Pairs = s.pairList
 	}
 	return snap
 }
@@ -317,11 +366,8 @@ func (s *simulator) durationS(js *jobState) float64 {
 func (s *simulator) byID(ids []string) []*jobState {
 	out := make([]*jobState, 0, len(ids))
 	for _, id := range ids {
-		for _, js := range s.active {
-			if js.id == id {
-				out = append(out, js)
-				break
-			}
+		if js := s.byIDs[id]; js != nil {
+			out = append(out, js)
 		}
 	}
 	return out
@@ -354,7 +400,7 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 			tput[0] = jobs[0].tput[a.Type]
 		}
 		cost := 0.0
-		gpuKey := fmt.Sprint(a.Type, a.GPUs)
+		gpuKey := a.Type + "[" + strings.Join(a.GPUs, " ") + "]"
 		for _, js := range jobs {
 			if s.o.PreemptionCostS > 0 && js.ran && s.prevRunning[js.id] != gpuKey {
 				cost = s.o.PreemptionCostS

@@ -105,6 +105,9 @@ type Options struct {
 	PreemptionCostS float64
 	// MaxTimeS stops a run that does not finish (0: no limit).
 	MaxTimeS float64
+	// MaxActive stops a run once more jobs than this are active at once, a
+	// sign the input rate exceeds what the policy sustains (0: no limit).
+	MaxActive int
 	// Progress, if set, is called after every round.
 	Progress func(now float64, rounds, active, done int)
 }
@@ -122,6 +125,7 @@ type jobState struct {
 	isoTime   float64
 	lastGPUs  string
 	cost      float64
+	partners  []*pairState // pairs with later active jobs, in arrival order
 }
 
 type micro struct {

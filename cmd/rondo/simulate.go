@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -23,12 +24,12 @@ func init() {
 
 type simulateCmd struct {
 	base
-	cluster, policy, traceArg, window, tputFile, outDir, prices string
-	perServer, jobs                                             int
-	rate, round, preempt, maxTime                               float64
-	seed                                                        int64
-	multiGPU, multiPriority, jsonOut, compat, ideal             bool
-	vc                                                          vcFlags
+	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
+	perServer, jobs, maxActive                                              int
+	rate, round, preempt, maxTime                                           float64
+	seed                                                                    int64
+	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
+	vc                                                                      vcFlags
 }
 
 func newSimulate() *simulateCmd {
@@ -55,6 +56,8 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
 	c.vc.register(f)
+	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
+	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return c
 }
 
@@ -112,6 +115,7 @@ func (c *simulateCmd) Run(args []string) int {
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, MaxTimeS: c.maxTime,
+		MaxActive: c.maxActive,
 	}
 	var src sim.Source
 	switch c.traceArg {
@@ -154,6 +158,20 @@ func (c *simulateCmd) Run(args []string) int {
 			}
 		}
 		defer fmt.Fprint(f, "\r\033[K")
+	}
+	if c.cpuProfile != "" {
+		pf, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return c.fail(err)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return c.fail(err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
 	}
 	res, err := sim.Run(src, o)
 	if err != nil {

@@ -69,20 +69,22 @@ func vcPolicies(cfg *rhcl.Config, s string) ([]string, error) {
 	return out, nil
 }
 
-func parseSeeds(s string, def int64) ([]uint64, error) {
-	if strings.TrimSpace(s) == "" {
-		if def < 0 {
-			return nil, fmt.Errorf("--seed %d must be non-negative", def)
+// vcSeeds is --seeds for the VC simulation (default: --seed); the Philly
+// generator takes unsigned seeds.
+func vcSeeds(s string, def int64) ([]uint64, error) {
+	seeds := []int64{def}
+	if strings.TrimSpace(s) != "" {
+		var err error
+		if seeds, err = parseSeeds(s); err != nil {
+			return nil, err
 		}
-		return []uint64{uint64(def)}, nil
 	}
-	var out []uint64
-	for _, p := range strings.Split(s, ",") {
-		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("--seeds %q: want comma-separated non-negative integers", s)
+	out := make([]uint64, 0, len(seeds))
+	for _, v := range seeds {
+		if v < 0 {
+			return nil, fmt.Errorf("seed %d must be non-negative", v)
 		}
-		out = append(out, n)
+		out = append(out, uint64(v))
 	}
 	return out, nil
 }
@@ -154,7 +156,7 @@ func (c *simulateCmd) runVC() int {
 	if err != nil {
 		return c.fail(err)
 	}
-	seeds, err := parseSeeds(c.vc.seeds, c.seed)
+	seeds, err := vcSeeds(c.vc.seeds, c.seed)
 	if err != nil {
 		return c.fail(err)
 	}
