@@ -148,14 +148,17 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 						continue
 					}
 					a, b := pairs.a[q], pairs.b[q]
-					// Per unit of GPU time: uses a's and b's time rows and
-					// capacity j; adds to both levels.
+					// Reduced cost c − Σ_i y_i·a_i with y = ∂objective/∂rhs
+					// (lp's convention): per unit of GPU time the column
+					// uses a's and b's time rows and capacity j (coefficient
+					// 1) and adds rate to both level rows (whose duals are
+					// ≤ 0: raising a floor can only cost).
 					rc := -sol.Duals[timeRow[a]] - sol.Duals[timeRow[b]] - sol.Duals[capRow[j]]
 					if levelRow[a] >= 0 {
-						rc += sol.Duals[levelRow[a]] * ra
+						rc -= sol.Duals[levelRow[a]] * ra
 					}
 					if levelRow[b] >= 0 {
-						rc += sol.Duals[levelRow[b]] * rb
+						rc -= sol.Duals[levelRow[b]] * rb
 					}
 					if rc > 1e-9 {
 						cands = append(cands, cand{q, j, rc})
