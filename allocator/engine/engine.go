@@ -35,7 +35,7 @@ type Config struct {
 	// TypeOrder is the order GPU types are filled in (default v100, p100,
 	// k80, then other types by name).
 	TypeOrder []string
-	// Solve defaults to policies.Solve.
+	// Solve replaces policies.SolveWithHint (tests); nil is the default.
 	Solve SolveFunc
 }
 
@@ -51,6 +51,7 @@ type Engine struct {
 	shuffler  *pyrand.Random
 
 	alloc      *policies.Allocation
+	hint       *policies.Hint     // warm start for the next solve
 	xIndex     map[ukey][]float64 // unit -> X per alloc.Types index
 	typeIndex  map[string]int     // type -> index in alloc.Types
 	lastReset  float64
@@ -93,9 +94,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.GavelCompat && cfg.MinResetIntervalS == 0 {
 		cfg.MinResetIntervalS = 1920
-	}
-	if cfg.Solve == nil {
-		cfg.Solve = policies.Solve
 	}
 	name := cfg.Policy
 	if c, err := policies.Canonical(name); err == nil {
@@ -220,7 +218,13 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		a = &policies.Allocation{Policy: e.canonical}
 	} else {
 		var err error
-		a, err = e.cfg.Solve(e.cfg.Policy, p)
+		if e.cfg.Solve != nil {
+			a, err = e.cfg.Solve(e.cfg.Policy, p)
+		} else {
+			// Consecutive recomputes differ by a few jobs: warm-start
+			// each from the last.
+			a, e.hint, err = policies.SolveWithHint(e.cfg.Policy, p, e.hint)
+		}
 		if err != nil {
 			return false, 0, fmt.Errorf("engine: t=%.0f: %w", s.TimeS, err)
 		}

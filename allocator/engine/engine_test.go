@@ -449,3 +449,45 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 		}
 	}
 }
+
+// A kept small job keeps its GPU when a larger job arrives that fits
+// elsewhere: leases are renewed before newcomers are placed (default
+// mechanism; Gavel's strict decreasing-scale-factor order is GavelCompat's).
+func TestLeaseKeptAgainstLargerNewcomer(t *testing.T) {
+	s := &Snapshot{}
+	for i := range 4 {
+		s.GPUs = append(s.GPUs, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
+	}
+	s.Jobs = []Job{{ID: "small", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 9, RemainingSteps: 9}}
+	e, _ := New(Config{Policy: "p_perf", Solve: isolatedSolve})
+	if _, err := e.Round(s); err != nil {
+		t.Fatal(err)
+	}
+	// small ran on g0 (server s0); a 2-GPU job arrives. The first-fit
+	// choice for the newcomer would be s0's two GPUs.
+	s.Running = []Assignment{{Jobs: []string{"small"}, Type: "v100", GPUs: []string{"g0"}}}
+	s.Jobs = append(s.Jobs, Job{ID: "big", ScaleFactor: 2, Throughput: map[string]float64{"v100": 2}, TotalSteps: 9, RemainingSteps: 9, ArrivalS: 1})
+	s.TimeS = 360
+	p, err := e.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var small, big *Assignment
+	for i := range p.Assignments {
+		switch p.Assignments[i].Jobs[0] {
+		case "small":
+			small = &p.Assignments[i]
+		case "big":
+			big = &p.Assignments[i]
+		}
+	}
+	if small == nil || big == nil {
+		t.Fatalf("both should run: %+v", p.Assignments)
+	}
+	if small.Action != Keep || !sameSet(small.GPUs, []string{"g0"}) {
+		t.Fatalf("small moved: %+v", *small)
+	}
+	if !sameSet(big.GPUs, []string{"g2", "g3"}) {
+		t.Fatalf("big should be consolidated on s1: %+v", *big)
+	}
+}

@@ -390,6 +390,24 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 		cl := e.clusterFor(s.GPUs, t)
 		cands := selected[t]
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
+		if !e.cfg.GavelCompat {
+			// Renew every lease first, whatever its size: on a real cluster
+			// a move is a checkpoint and restart, so a kept job must not lose
+			// its GPUs to a larger newcomer that can go elsewhere. (Gavel
+			// places strictly by decreasing scale factor; GavelCompat keeps
+			// that.) Newcomers still go by decreasing scale factor onto the
+			// fewest servers among the GPUs left.
+			var rest []*candidate
+			for _, c := range cands {
+				if a, ok := prev[c.u.key]; ok && a.Type == t && cl.allFree(a.GPUs) {
+					cl.take(a.GPUs)
+					out = append(out, cl.assignment(c, t, a.GPUs, Keep))
+					continue
+				}
+				rest = append(rest, c)
+			}
+			cands = rest
+		}
 		for i := 0; i < len(cands); {
 			sf := cands[i].u.sf
 			end := i
