@@ -82,8 +82,13 @@ type TypeUsage struct {
 
 // JobStatus is one active job in the last round.
 type JobStatus struct {
-	ID             string             `json:"id"`
-	State          string             `json:"state"` // running or waiting
+	ID string `json:"id"`
+	// VC is the job's virtual cluster (meta rondo.vc), when the backend
+	// knows it.
+	VC string `json:"vc,omitempty"`
+	// State: queued (never ran), running, suspended (ran before, not in
+	// this round) or done (finished since the agent started).
+	State          string             `json:"state"`
 	Type           string             `json:"type,omitempty"`
 	GPUs           []string           `json:"gpus,omitempty"`
 	ScaleFactor    int                `json:"scale_factor"`
@@ -91,6 +96,18 @@ type JobStatus struct {
 	TotalSteps     float64            `json:"total_steps"`
 	ArrivalS       float64            `json:"arrival_s"`
 	ReceivedS      map[string]float64 `json:"received_s,omitempty"`
+	// Rounds is how many rounds the job has been given GPUs (since the
+	// agent started).
+	Rounds int `json:"rounds"`
+	// Throughput is steps/s on the GPU type it runs on now.
+	Throughput float64 `json:"throughput_steps_per_s,omitempty"`
+	// ETA is when it would finish at that throughput if it kept running.
+	ETA *time.Time `json:"estimated_completion,omitempty"`
+}
+
+// jobClasser is implemented by backends that know each job's VC.
+type jobClasser interface {
+	JobClass(id string) (vc string, opportunistic, ok bool)
 }
 
 // Status is what GET /v1/status returns.
@@ -128,6 +145,11 @@ type Agent struct {
 	// What the lease API answers from, set by each round (under mu).
 	known   map[string]bool // active jobs
 	planned map[string]bool // jobs the current plan runs
+
+	// For job status (under mu): rounds each job got GPUs, and jobs that
+	// left the snapshot (finished) with their last status.
+	rounds map[string]int
+	done   map[string]JobStatus
 }
 
 // New makes an agent.
@@ -136,6 +158,7 @@ func New(cfg Config) *Agent {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
+		rounds: map[string]int{}, done: map[string]JobStatus{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
@@ -401,29 +424,68 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			on[j] = as
 		}
 	}
+	classer, _ := a.cfg.Backend.(jobClasser)
+	now := time.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	jobs := make([]JobStatus, 0, len(s.Jobs))
-	for _, j := range s.Jobs {
-		js := JobStatus{ID: j.ID, State: "waiting", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
-			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS)}
-		if as, ok := on[j.ID]; ok {
-			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
-		}
-		jobs = append(jobs, js)
-	}
-	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].State == "running" && jobs[k].State != "running" })
 	known := make(map[string]bool, len(s.Jobs))
 	for _, j := range s.Jobs {
 		known[j.ID] = true
+		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS)}
+		if classer != nil {
+			js.VC, _, _ = classer.JobClass(j.ID)
+		}
+		for _, v := range j.ReceivedS {
+			if v > 0 {
+				js.State = "suspended"
+			}
+		}
+		if as, ok := on[j.ID]; ok {
+			a.rounds[j.ID]++
+			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
+			if tp := j.Throughput[as.Type]; tp > 0 {
+				js.Throughput = tp
+				eta := now.Add(time.Duration(j.RemainingSteps / tp * float64(time.Second)))
+				js.ETA = &eta
+			}
+		}
+		js.Rounds = a.rounds[j.ID]
+		jobs = append(jobs, js)
+	}
+	// Jobs that were active last round and are gone have finished (or
+	// were removed); keep the last few for `rondo job status`.
+	for _, prev := range a.status.Jobs {
+		if !known[prev.ID] && prev.State != "done" {
+			prev.State, prev.GPUs, prev.ETA, prev.Throughput = "done", nil, nil, 0
+			a.done[prev.ID] = prev
+			delete(a.rounds, prev.ID)
+		}
+	}
+	const keepDone = 200
+	for id := range a.done {
+		if known[id] || len(a.done) > keepDone {
+			delete(a.done, id)
+		}
+	}
+	stateOrder := map[string]int{"running": 0, "suspended": 1, "queued": 2, "done": 3}
+	sort.SliceStable(jobs, func(i, k int) bool { return stateOrder[jobs[i].State] < stateOrder[jobs[k].State] })
+	doneIDs := make([]string, 0, len(a.done))
+	for id := range a.done {
+		doneIDs = append(doneIDs, id)
+	}
+	sort.Strings(doneIDs)
+	for _, id := range doneIDs {
+		jobs = append(jobs, a.done[id])
 	}
 	planned := make(map[string]bool, len(on))
 	for j := range on {
 		planned[j] = true
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.known, a.planned = known, planned
 	a.status.Round = round
-	a.status.LastRound = time.Now()
+	a.status.LastRound = now
 	a.status.Types = types
 	a.status.Jobs = jobs
 }

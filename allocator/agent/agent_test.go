@@ -98,3 +98,45 @@ func TestAgentRoundsAndStatus(t *testing.T) {
 		t.Errorf("%d plans enforced for %d rounds", len(fb.plans), s.Round)
 	}
 }
+
+// Job states as `rondo job status` shows them: queued before any GPU time,
+// running with a throughput and an ETA, suspended after it ran, done when
+// it leaves the snapshot; rounds count the rounds it got GPUs.
+func TestJobStates(t *testing.T) {
+	a := New(Config{Cluster: "test"})
+	gpus := []engine.GPU{{ID: "g0", Type: "v100", Server: "n"}}
+	job := func(id string, received float64) engine.Job {
+		return engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2}, TotalSteps: 100,
+			RemainingSteps: 40, ReceivedS: map[string]float64{"v100": received}}
+	}
+	byID := func() map[string]JobStatus {
+		out := map[string]JobStatus{}
+		for _, j := range a.Status().Jobs {
+			out[j.ID] = j
+		}
+		return out
+	}
+	run := &engine.Plan{Assignments: []engine.Assignment{{Jobs: []string{"a"}, Type: "v100", GPUs: []string{"g0"}}}}
+	a.record(&engine.Snapshot{GPUs: gpus, Jobs: []engine.Job{job("a", 0), job("b", 0)}}, run, 1)
+	a.record(&engine.Snapshot{GPUs: gpus, Jobs: []engine.Job{job("a", 360), job("b", 0)}}, run, 2)
+	js := byID()
+	if js["a"].State != "running" || js["a"].Rounds != 2 || js["a"].Throughput != 2 || js["a"].ETA == nil {
+		t.Fatalf("a: %+v", js["a"])
+	}
+	if d := time.Until(*js["a"].ETA); d < 15*time.Second || d > 25*time.Second {
+		t.Fatalf("ETA in %v, want ~20s (40 steps at 2/s)", d)
+	}
+	if js["b"].State != "queued" || js["b"].Rounds != 0 {
+		t.Fatalf("b: %+v", js["b"])
+	}
+	// b runs, a is suspended; then a finishes (leaves the snapshot).
+	runB := &engine.Plan{Assignments: []engine.Assignment{{Jobs: []string{"b"}, Type: "v100", GPUs: []string{"g0"}}}}
+	a.record(&engine.Snapshot{GPUs: gpus, Jobs: []engine.Job{job("a", 720), job("b", 0)}}, runB, 3)
+	if js = byID(); js["a"].State != "suspended" || js["b"].State != "running" {
+		t.Fatalf("round 3: a %+v, b %+v", js["a"], js["b"])
+	}
+	a.record(&engine.Snapshot{GPUs: gpus, Jobs: []engine.Job{job("b", 360)}}, runB, 4)
+	if js = byID(); js["a"].State != "done" || js["a"].ETA != nil || js["b"].Rounds != 2 {
+		t.Fatalf("round 4: a %+v, b %+v", js["a"], js["b"])
+	}
+}

@@ -69,9 +69,10 @@ func (c *jobList) Run(args []string) int {
 
 func printJobs(w interface{ Write([]byte) (int, error) }, jobs []agent.JobStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "Job\tState\tType\tGPUs\tProgress")
+	fmt.Fprintln(tw, "Job\tVC\tState\tType\tGPUs\tRounds\tProgress\tSteps/s\tETA")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f/%.0f\n", j.ID, j.State, j.Type, j.ScaleFactor, j.TotalSteps-j.RemainingSteps, j.TotalSteps)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f/%.0f\t%s\t%s\n", j.ID, orDash(j.VC), j.State, orDash(j.Type), j.ScaleFactor,
+			j.Rounds, j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
 	}
 	tw.Flush()
 }
@@ -100,10 +101,32 @@ func (c *jobStatus) Run(args []string) int {
 	}
 	for _, j := range s.Jobs {
 		if j.ID == c.flags.Arg(0) {
-			fmt.Fprintf(c.stdout, "ID:       %s\nState:    %s\nType:     %s\nGPUs:     %d %s\nProgress: %.0f/%.0f steps\n",
-				j.ID, j.State, j.Type, j.ScaleFactor, strings.Join(j.GPUs, ","), j.TotalSteps-j.RemainingSteps, j.TotalSteps)
+			fmt.Fprintf(c.stdout, "ID:         %s\nVC:         %s\nState:      %s\nType:       %s\nGPUs:       %d %s\nRounds:     %d\nProgress:   %.0f/%.0f steps\nThroughput: %s steps/s\nETA:        %s\n",
+				j.ID, orDash(j.VC), j.State, orDash(j.Type), j.ScaleFactor, strings.Join(j.GPUs, ","), j.Rounds,
+				j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
 			return 0
 		}
 	}
-	return c.fail(fmt.Errorf("job %q is not active (finished, unknown, or not opted in)", c.flags.Arg(0)))
+	return c.fail(fmt.Errorf("job %q is unknown to the agent (not opted in, or finished before it started)", c.flags.Arg(0)))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func rate(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func eta(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.RFC3339)
 }

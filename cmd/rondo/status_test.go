@@ -12,11 +12,13 @@ import (
 )
 
 func statusServer(t *testing.T) *httptest.Server {
+	eta := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	st := agent.Status{Cluster: "http://nomad:4646", Policy: "max_min_fairness_perf", Round: 7, RoundSeconds: 10,
 		NextRound: time.Now().Add(5 * time.Second), VCs: []agent.VC{{Name: "research", Policy: "max_min_fairness_perf"}},
 		Types: map[string]agent.TypeUsage{"v100": {Total: 4, Used: 3, Failed: 1}},
-		Jobs: []agent.JobStatus{{ID: "lm", State: "running", Type: "v100", GPUs: []string{"GPU-0"}, ScaleFactor: 1, RemainingSteps: 40, TotalSteps: 100},
-			{ID: "cyclegan", State: "waiting", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10}}}
+		Jobs: []agent.JobStatus{{ID: "lm", VC: "research", State: "running", Type: "v100", GPUs: []string{"GPU-0"}, ScaleFactor: 1,
+			RemainingSteps: 40, TotalSteps: 100, Rounds: 3, Throughput: 2.5, ETA: &eta},
+			{ID: "cyclegan", State: "queued", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {
 			http.NotFound(w, r)
@@ -42,10 +44,15 @@ func TestStatusAndJobCommands(t *testing.T) {
 	if code, out, _ = runCaptured(t, "job", "list", "-addr", srv.URL); code != 0 || !strings.Contains(out, "cyclegan") {
 		t.Errorf("job list: %d\n%s", code, out)
 	}
-	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "lm"); code != 0 || !strings.Contains(out, "GPU-0") {
+	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "lm"); code != 0 {
 		t.Errorf("job status: %d\n%s", code, out)
 	}
-	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "not active") {
+	for _, want := range []string{"GPU-0", "VC:         research", "Rounds:     3", "Throughput: 2.50 steps/s", "ETA:        2026-11-23T"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job status lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
 		t.Errorf("job status nope: %d %s", code, errOut)
 	}
 }
