@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -166,4 +167,30 @@ func TestLeaveOneOutBeatsNaive(t *testing.T) {
 		}
 	}
 	t.Log("\n" + Table(rs))
+}
+
+var sweep = flag.Bool("estimator.sweep", false, "print the rank/λ ablation (docs/estimator.md)")
+
+// TestRankSweep prints completion error for several ranks and ridge
+// penalties (k = 3, 2 trials); only with -estimator.sweep.
+func TestRankSweep(t *testing.T) {
+	if !*sweep {
+		t.Skip("run with -args -estimator.sweep")
+	}
+	t.Log("\n| rank | λ | v100 MAE / MRE | p100 MAE / MRE | k80 MAE / MRE |\n|---|---|---|---|---|")
+	for _, rk := range []int{0, 1, 2, 3, 5} {
+		for _, l := range []float64{0.01, 0.1, 1} {
+			s := fmt.Sprintf("| %d | %g |", rk, l)
+			for _, typ := range []string{"v100", "p100", "k80"} {
+				o := DefaultOptions
+				o.Rank, o.Lambda = rk, l
+				r, err := LeaveOneOut(throughputs.Default(), typ, 3, 2, 1, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s += fmt.Sprintf(" %.3f / %.1f%% |", r.Completion.MAE, 100*r.Completion.MRE)
+			}
+			t.Log(s)
+		}
+	}
 }
