@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
@@ -150,6 +151,11 @@ type Agent struct {
 	// left the snapshot (finished) with their last status.
 	rounds map[string]int
 	done   map[string]JobStatus
+
+	// est learns each job's isolated throughput per GPU type from the
+	// lease API's reports; measured values replace the table's in the
+	// snapshot the engine sees.
+	est *estimator.Online
 }
 
 // New makes an agent.
@@ -158,7 +164,7 @@ func New(cfg Config) *Agent {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
-		rounds: map[string]int{}, done: map[string]JobStatus{},
+		rounds: map[string]int{}, done: map[string]JobStatus{}, est: estimator.NewOnline(0, nil),
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
@@ -295,6 +301,7 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	a.applyMeasured(s)
 	p, err := e.Round(s)
 	if err != nil {
 		return fail(err)
@@ -488,6 +495,47 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	a.status.LastRound = now
 	a.status.Types = types
 	a.status.Jobs = jobs
+}
+
+// applyMeasured puts measured isolated throughputs (learned online from
+// progress reports; after a restart, the last one kept in the state) in
+// place of the profiled table values.
+func (a *Agent) applyMeasured(s *engine.Snapshot) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		types := make([]string, 0, len(j.Throughput))
+		for typ := range j.Throughput {
+			types = append(types, typ)
+		}
+		for typ := range a.st.Throughput[j.ID] {
+			if _, ok := j.Throughput[typ]; !ok {
+				types = append(types, typ)
+			}
+		}
+		copied := false
+		for _, typ := range types {
+			if a.est.Samples(j.ID, typ) == 0 {
+				m, ok := a.st.Throughput[j.ID][typ]
+				if !ok || m.StepsPerSec <= 0 {
+					continue
+				}
+				a.est.Observe(j.ID, typ, m.StepsPerSec)
+			}
+			v, ok := a.est.Isolated(j.ID, typ)
+			if !ok || v <= 0 {
+				continue
+			}
+			if !copied { // the backend may share the map
+				j.Throughput, copied = maps.Clone(j.Throughput), true
+				if j.Throughput == nil {
+					j.Throughput = map[string]float64{}
+				}
+			}
+			j.Throughput[typ] = v
+		}
+	}
 }
 
 // Status returns a copy of the current status.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/lease"
 )
 
 // fakeBackend: two GPUs, three jobs; it records the plans.
@@ -138,5 +139,50 @@ func TestJobStates(t *testing.T) {
 	a.record(&engine.Snapshot{GPUs: gpus, Jobs: []engine.Job{job("b", 360)}}, runB, 4)
 	if js = byID(); js["a"].State != "done" || js["a"].ETA != nil || js["b"].Rounds != 2 {
 		t.Fatalf("round 4: a %+v, b %+v", js["a"], js["b"])
+	}
+}
+
+// recordingDecider keeps the snapshots the engine would see.
+type recordingDecider struct {
+	mu   sync.Mutex
+	seen []*engine.Snapshot
+}
+
+func (r *recordingDecider) Round(s *engine.Snapshot) (*engine.Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seen = append(r.seen, s)
+	return &engine.Plan{}, nil
+}
+
+// Throughputs reported through the lease API replace the table's values in
+// what the engine decides on (learned online, Gavel §3.3).
+func TestMeasuredThroughputReachesEngine(t *testing.T) {
+	fb := &fakeBackend{}
+	rd := &recordingDecider{}
+	a := New(Config{Backend: fb, Engine: rd, Round: time.Hour, Cluster: "test"})
+	ctx := context.Background()
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []float64{3, 3.2, 2.8} {
+		if err := a.Report(ctx, lease.Caller{Job: "b", IdentityJob: "b"}, lease.Progress{GPUType: "v100", StepsDone: 1, ThroughputStepsPerS: v, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	last := rd.seen[len(rd.seen)-1]
+	for _, j := range last.Jobs {
+		want := 1.0 // the fake backend's table value
+		if j.ID == "b" {
+			want = 3
+		}
+		if got := j.Throughput["v100"]; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("job %s: engine saw %g steps/s on v100, want %g", j.ID, got, want)
+		}
 	}
 }

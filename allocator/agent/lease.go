@@ -69,6 +69,7 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	}
 	if p.GPUType != "" && p.ThroughputStepsPerS > 0 {
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
+		a.est.Observe(c.Job, p.GPUType, p.ThroughputStepsPerS)
 	}
 	a.st.Progress[c.Job] = float64(p.StepsDone)
 	return nil
