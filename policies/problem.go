@@ -336,20 +336,17 @@ func (a *Allocation) finish(in *instance) {
 		}
 		return v
 	}
-	a.Effective = make([]float64, in.n())
 	for m := range a.X {
 		for j := range a.X[m] {
 			a.X[m][j] = clip(a.X[m][j])
-			a.Effective[m] += in.tput[m][j] * a.X[m][j]
 		}
 	}
 	for p := range a.PairX {
 		for j := range a.PairX[p] {
 			a.PairX[p][j] = clip(a.PairX[p][j])
-			a.Effective[in.pairA[p]] += in.pairT[p][j][0] * a.PairX[p][j]
-			a.Effective[in.pairB[p]] += in.pairT[p][j][1] * a.PairX[p][j]
 		}
 	}
+	a.Effective = effective(a, in)
 }
 
 // MarshalJSON writes the CLI contract's output shape.
