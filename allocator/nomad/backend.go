@@ -87,6 +87,9 @@ type jobState struct {
 	done      float64
 	total     float64
 	lastState string
+	// elastic: the job's range in GPUs (nil: fixed size); gpus is then in
+	// worker (allocation index) order, each worker StepGPUs GPUs.
+	elastic *engine.Elastic
 }
 
 // Backend implements engine.Backend on a Nomad cluster. Its bookkeeping
@@ -358,8 +361,17 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		}
 		return nil, false
 	}
-	tg, _ := gpuGroup(job)
+	tg, dev := gpuGroup(job)
 	sf := scaleFactor(job)
+	var el *engine.Elastic
+	if tg != nil && pol.Elastic() {
+		// An elastic job's size is its workers (group count) × the group's
+		// GPUs: the minimum is what the engine allocates. Rondo never
+		// rewrites an elastic job's device count or meta.
+		step := int(max(deref(dev.Count), 1))
+		sf = pol.ElasticMin * step
+		el = &engine.Elastic{StepGPUs: step, MaxGPUs: pol.ElasticMax * step}
+	}
 	if tg == nil || sf == 0 {
 		if !b.warned[id] {
 			b.warned[id] = true
@@ -375,6 +387,9 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	var gpus, servers []string
 	finished := false
 	liveN := 0
+	if el != nil {
+		allocs = byAllocIndex(allocs)
+	}
 	for _, a := range allocs {
 		if a.TaskGroup != deref(tg.Name) {
 			continue
@@ -428,7 +443,10 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	if len(st.gpus) > 0 && len(gpus) > 0 {
 		st.received[b.gpuTyp[st.gpus[0]]] += now - st.lastS
 	}
-	sort.Strings(gpus)
+	if el == nil {
+		sort.Strings(gpus)
+	}
+	st.elastic = el
 	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
 	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
 	st.inPool, st.live = inPool, liveN
@@ -490,6 +508,10 @@ func (st *jobState) engineJob(id string) engine.Job {
 	if st.policy.SLO > 0 {
 		j.DeadlineS = st.arrivalS + st.policy.SLO.Seconds()
 	}
+	if st.elastic != nil && st.elastic.MaxGPUs > st.sf {
+		e := *st.elastic
+		j.Elastic = &e
+	}
 	return j
 }
 
@@ -500,4 +522,23 @@ func appendNew(s []string, v string) []string {
 		}
 	}
 	return append(s, v)
+}
+
+// byAllocIndex orders allocations by the index in their name
+// ("job.group[3]"): Nomad stops the highest indexes when a count shrinks,
+// so an elastic job's GPUs listed in this order shrink from the end, as the
+// engine expects.
+func byAllocIndex(allocs []*api.AllocationListStub) []*api.AllocationListStub {
+	out := append([]*api.AllocationListStub(nil), allocs...)
+	sort.SliceStable(out, func(i, j int) bool { return allocIndex(out[i].Name) < allocIndex(out[j].Name) })
+	return out
+}
+
+func allocIndex(name string) int {
+	i := strings.LastIndexByte(name, '[')
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return 0
+	}
+	n, _ := strconv.Atoi(name[i+1 : len(name)-1])
+	return n
 }
