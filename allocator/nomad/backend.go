@@ -67,6 +67,10 @@ type Config struct {
 	// or gate. The agent marks the decision's intents applied with it and
 	// counts decisions.
 	OnEvent func(job, event string)
+	// NoElastic runs elastic jobs (meta rondo.elastic) at their minimum
+	// size, pinned by GPU id like any other job: the agent sets it when
+	// cells decide (the cell layer does not resize jobs yet).
+	NoElastic bool
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -364,7 +368,13 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	tg, dev := gpuGroup(job)
 	sf := scaleFactor(job)
 	var el *engine.Elastic
-	if tg != nil && pol.Elastic() {
+	if tg != nil && pol.Elastic() && b.cfg.NoElastic {
+		// Fixed at the minimum: the scale factor is written to meta at
+		// the first start and read from there afterwards.
+		if job.Meta[MetaGPUs] == "" {
+			sf = pol.ElasticMin * int(max(deref(dev.Count), 1))
+		}
+	} else if tg != nil && pol.Elastic() {
 		// An elastic job's size is its workers (group count) × the group's
 		// GPUs: the minimum is what the engine allocates. Rondo never
 		// rewrites an elastic job's device count or meta.
@@ -541,4 +551,12 @@ func allocIndex(name string) int {
 	}
 	n, _ := strconv.Atoi(name[i+1 : len(name)-1])
 	return n
+}
+
+// SetNoElastic switches Config.NoElastic (config reload); it applies from
+// the next Observe.
+func (b *Backend) SetNoElastic(v bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.NoElastic = v
 }

@@ -175,7 +175,7 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
-		OnEvent: func(job, event string) { ag.Event(job, event) }})
+		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -249,6 +249,7 @@ func (c *agentCmd) Run(args []string) int {
 					log.Error("reload failed", "error", err)
 					continue
 				}
+				backend.SetNoElastic(ns.cells)
 			}
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			s = ns
