@@ -13,6 +13,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,17 @@ type Config struct {
 	// size, pinned by GPU id like any other job: the agent sets it when
 	// cells decide (the cell layer does not resize jobs yet).
 	NoElastic bool
+	// Pools are further GPU node pools (cells selected by node_pool): their
+	// nodes' GPUs are observed like Pool's, and a job placed there is
+	// admitted into that pool.
+	Pools []string
+}
+
+// NodeInfo is a Nomad node as the last Observe listed it.
+type NodeInfo struct {
+	ID, Name, Pool, Class string
+	// Ready: ready, eligible and in a GPU pool (its GPUs are observed).
+	Ready bool
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -110,6 +122,8 @@ type Backend struct {
 	gpus   []engine.GPU
 	gpuTyp map[string]string // GPU id -> type
 	nodes  map[string]string // node id -> name
+	pools  map[string]string // node id -> pool (observed GPU nodes)
+	listed []NodeInfo        // every node of the last Observe, by name
 	warned map[string]bool
 }
 
@@ -206,11 +220,16 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	sort.Slice(stubs, func(i, j int) bool { return stubs[i].Name < stubs[j].Name })
 	var gpus []engine.GPU
 	b.nodes = map[string]string{}
+	b.pools = map[string]string{}
 	b.gpuTyp = map[string]string{}
+	b.listed = b.listed[:0]
 	for _, s := range stubs {
-		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.NodePool != b.cfg.Pool {
+		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
+		b.listed = append(b.listed, NodeInfo{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
+		if !ready {
 			continue
 		}
+		b.pools[s.ID] = s.NodePool
 		n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
 		if err != nil {
 			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
@@ -392,7 +411,7 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	// Admitted: in the GPU pool and pinned by Rondo. A job submitted
 	// straight to the pool (bypassing the gate) is unpinned: it is treated
 	// as waiting, and Enforce re-pins or withdraws it.
-	inPool := deref(job.NodePool) == b.cfg.Pool
+	inPool := b.gpuPool(deref(job.NodePool))
 	admitted := inPool && hasNodePin(tg)
 	var gpus, servers []string
 	finished := false
@@ -559,4 +578,40 @@ func (b *Backend) SetNoElastic(v bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg.NoElastic = v
+}
+
+// gpuPool reports whether pool is one of the GPU node pools.
+func (b *Backend) gpuPool(pool string) bool {
+	return pool == b.cfg.Pool || slices.Contains(b.cfg.Pools, pool)
+}
+
+// poolOf is the node pool a job placed on servers is admitted into: the
+// servers' pool (the GPU pool when unknown or when they differ).
+func (b *Backend) poolOf(servers []string) string {
+	pool := ""
+	for _, id := range servers {
+		p := b.pools[id]
+		if p == "" || (pool != "" && p != pool) {
+			return b.cfg.Pool
+		}
+		pool = p
+	}
+	if pool == "" {
+		return b.cfg.Pool
+	}
+	return pool
+}
+
+// SetPools replaces Config.Pools (config reload).
+func (b *Backend) SetPools(pools []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.Pools = pools
+}
+
+// Nodes lists every node the last Observe saw, by name, with pool and class.
+func (b *Backend) Nodes() []NodeInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.listed)
 }

@@ -324,7 +324,8 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err := Pin(job, st.group, a, b.serverOf); err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	job.NodePool = &b.cfg.Pool
+	pool := b.poolOf(a.Servers)
+	job.NodePool = &pool
 	prio := GuaranteedPriority
 	if st.policy.Priority == hcl.Opportunistic {
 		prio = OpportunisticPriority
@@ -478,7 +479,8 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 		event := "grow"
 		if a.Action == engine.Start {
 			event = startEvent(st)
-			job.NodePool = &b.cfg.Pool
+			pool := b.poolOf(a.Servers)
+			job.NodePool = &pool
 			prio := GuaranteedPriority
 			if st.policy.Priority == hcl.Opportunistic {
 				prio = OpportunisticPriority
