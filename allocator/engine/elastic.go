@@ -40,6 +40,7 @@ func (e *Engine) elasticPrepare(s *Snapshot) (*Snapshot, map[string][]string) {
 			el[j.ID] = max(j.ScaleFactor, 1)
 		}
 	}
+	e.elAny = el != nil
 	if el == nil {
 		return s, nil
 	}
@@ -111,6 +112,9 @@ func (c *cluster) release(ids []string) {
 // elasticGrow resizes the elastic jobs among the assignments in place (see
 // the comment at the top of this file).
 func (e *Engine) elasticGrow(s *Snapshot, order []string, assigns []Assignment, extras map[string][]string) {
+	if !e.elAny {
+		return // no elastic job in the snapshot (elasticPrepare)
+	}
 	el := map[string]*Elastic{}
 	sfs := map[string]int{}
 	for _, j := range s.Jobs {

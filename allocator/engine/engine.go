@@ -74,6 +74,7 @@ type Engine struct {
 	spareU    []*unit
 	stamp     int
 	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
+	elAny     bool                // this round's snapshot has elastic jobs
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64

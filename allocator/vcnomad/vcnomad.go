@@ -4,7 +4,8 @@
 // job's VC (meta rondo.vc) and priority class (guaranteed or opportunistic)
 // decide which engine schedules it and on which cells.
 //
-// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`): the
+// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`), or by
+// node pool and/or class (Config.Selectors, selectors.go): the
 // physical GPUs of a node-level cell, in cell-address order, are that
 // node's GPUs in device-id order. A GPU the node does not report (or
 // reports unhealthy) makes its cell leaf bad.
