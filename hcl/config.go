@@ -295,13 +295,36 @@ func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
 			*f.dst = l
 		}
 	}
-	if c.NomadNode == "" && len(c.NomadNodes) == 0 && c.NodePool == "" && c.NodeClass == "" {
+	_, hasPool := content.Attributes["node_pool"]
+	_, hasClass := content.Attributes["node_class"]
+	if c.NomadNode == "" && len(c.NomadNodes) == 0 && !hasPool && !hasClass {
 		diags = append(diags, errAt(b.DefRange, "Missing node mapping",
 			fmt.Sprintf("cell %q: set nomad_node, nomad_nodes, node_pool or node_class", c.Name)))
 	}
 	if c.NomadNode != "" && len(c.NomadNodes) > 0 {
 		diags = append(diags, errAt(content.Attributes["nomad_nodes"].NameRange, "Conflicting fields",
 			fmt.Sprintf("cell %q: set nomad_node or nomad_nodes, not both", c.Name)))
+	}
+	// Selectors: node_pool, node_class or both (the nodes of that pool
+	// with that class); never together with nodes named one by one.
+	for _, f := range []string{"node_pool", "node_class"} {
+		a, ok := content.Attributes[f]
+		if !ok {
+			continue
+		}
+		if c.NomadNode != "" || len(c.NomadNodes) > 0 {
+			named := "nomad_node"
+			if len(c.NomadNodes) > 0 {
+				named = "nomad_nodes"
+			}
+			diags = append(diags, errAt(a.NameRange, "Conflicting fields",
+				fmt.Sprintf("cell %q: %s selects nodes, %s names them; set one", c.Name, f, named)))
+		}
+		if (f == "node_pool" && c.NodePool == "") || (f == "node_class" && c.NodeClass == "") {
+			if !diags.HasErrors() {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid "+f, fmt.Sprintf("cell %q: %s must not be empty", c.Name, f)))
+			}
+		}
 	}
 	return c, diags
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -28,7 +29,13 @@ type JobPolicy struct {
 	Steps    int64
 	Model    string
 	SLO      time.Duration // 0: none
+	// Elastic range in workers (group instances, each with the group's
+	// GPU count); both 0: not elastic.
+	ElasticMin, ElasticMax int
 }
+
+// Elastic reports whether the policy declares an elastic range.
+func (p JobPolicy) Elastic() bool { return p.ElasticMax > 0 }
 
 // Nomad meta keys carrying a JobPolicy on a job.
 const (
@@ -39,6 +46,8 @@ const (
 	MetaSteps    = "rondo.steps"
 	MetaModel    = "rondo.model"
 	MetaSLO      = "rondo.slo"
+	// MetaElastic is "min:max" workers, e.g. "1:4".
+	MetaElastic = "rondo.elastic"
 )
 
 // ParseJobPolicy reads the policy stanza of a job file: a top-level
@@ -78,7 +87,8 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	p := JobPolicy{Priority: Guaranteed, Weight: 1}
 	content, diags := body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "vc", Required: true}, {Name: "user"}, {Name: "priority"}, {Name: "weight"},
-		{Name: "steps"}, {Name: "model"}, {Name: "slo"}}})
+		{Name: "steps"}, {Name: "model"}, {Name: "slo"}},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "elastic"}}})
 	str := func(name string, dst *string) *hcl.Attribute {
 		a, ok := content.Attributes[name]
 		if !ok {
@@ -123,10 +133,60 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 		}
 		p.Steps = int64(n)
 	}
+	for i, b := range content.Blocks {
+		if i > 0 {
+			diags = append(diags, errAt(b.DefRange, "Duplicate elastic block", "a policy has one elastic block"))
+			continue
+		}
+		p.ElasticMin, p.ElasticMax, diags = decodeElastic(b, diags)
+	}
 	if a, ok := content.Attributes["vc"]; ok && p.VC == "" && !diags.HasErrors() {
 		diags = append(diags, errAt(a.Expr.Range(), "Invalid vc", "vc must not be empty"))
 	}
 	return p, diags
+}
+
+// decodeElastic reads `elastic { min = 1  max = 4 }` (workers; min ≥ 1,
+// min ≤ max, whole numbers).
+func decodeElastic(b *hcl.Block, diags hcl.Diagnostics) (int, int, hcl.Diagnostics) {
+	c, d := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "min", Required: true}, {Name: "max", Required: true}}})
+	diags = append(diags, d...)
+	if d.HasErrors() {
+		return 0, 0, diags
+	}
+	lo, d1 := intAttr(c.Attributes["min"])
+	hi, d2 := intAttr(c.Attributes["max"])
+	diags = append(append(diags, d1...), d2...)
+	if d1.HasErrors() || d2.HasErrors() {
+		return 0, 0, diags
+	}
+	if lo < 1 {
+		diags = append(diags, errAt(c.Attributes["min"].Expr.Range(), "Invalid elastic min",
+			fmt.Sprintf("elastic min = %d must be at least 1 worker", lo)))
+	} else if hi < lo {
+		diags = append(diags, errAt(c.Attributes["max"].Expr.Range(), "Invalid elastic max",
+			fmt.Sprintf("elastic max = %d is below min = %d", hi, lo)))
+	}
+	return lo, hi, diags
+}
+
+// ParseElastic reads a "min:max" worker range (meta rondo.elastic).
+func ParseElastic(v string) (int, int, error) {
+	a, b, ok := strings.Cut(v, ":")
+	lo, err1 := strconv.Atoi(strings.TrimSpace(a))
+	hi, err2 := strconv.Atoi(strings.TrimSpace(b))
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return 0, 0, fmt.Errorf(`must be "min:max" workers, whole numbers, e.g. "1:4"`)
+	case lo < 1:
+		return 0, 0, fmt.Errorf("min must be at least 1 worker")
+	case hi < lo:
+		return 0, 0, fmt.Errorf("max is below min")
+	case hi > 1<<16:
+		return 0, 0, fmt.Errorf("max is out of range")
+	}
+	return lo, hi, nil
 }
 
 // ToMeta renders a policy as Nomad job meta; unset optional fields are left out.
@@ -144,6 +204,9 @@ func (p JobPolicy) ToMeta() map[string]string {
 	}
 	if p.SLO != 0 {
 		m[MetaSLO] = p.SLO.String()
+	}
+	if p.Elastic() {
+		m[MetaElastic] = fmt.Sprintf("%d:%d", p.ElasticMin, p.ElasticMax)
 	}
 	return m
 }
@@ -200,6 +263,12 @@ func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
 				return p, &MetaError{k, v, "must be a positive duration such as 12h"}
 			}
 			p.SLO = d
+		case MetaElastic:
+			lo, hi, err := ParseElastic(v)
+			if err != nil {
+				return p, &MetaError{k, v, err.Error()}
+			}
+			p.ElasticMin, p.ElasticMax = lo, hi
 		}
 	}
 	if p.VC == "" {

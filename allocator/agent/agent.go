@@ -104,6 +104,11 @@ type JobStatus struct {
 	Throughput float64 `json:"throughput_steps_per_s,omitempty"`
 	// ETA is when it would finish at that throughput if it kept running.
 	ETA *time.Time `json:"estimated_completion,omitempty"`
+	// Elastic jobs: workers running now (0 when not running) and the
+	// declared range; MaxWorkers is 0 for a fixed-size job.
+	Workers    int `json:"workers,omitempty"`
+	MinWorkers int `json:"min_workers,omitempty"`
+	MaxWorkers int `json:"max_workers,omitempty"`
 }
 
 // jobClasser is implemented by backends that know each job's VC.
@@ -381,7 +386,8 @@ func (a *Agent) save(ctx context.Context, store Store, st *state.State) error {
 }
 
 // Event is the backend's OnEvent hook: it marks the job's intent applied and
-// counts the decision (admit, suspend, resume, migrate, preempt).
+// counts the decision (admit, suspend, resume, migrate, preempt, and an
+// elastic job's grow or shrink).
 func (a *Agent) Event(job, event string) {
 	a.smu.Lock()
 	a.markAnyNamespace(job)
@@ -391,7 +397,7 @@ func (a *Agent) Event(job, event string) {
 	a.mu.Unlock()
 	if tel != nil {
 		switch event {
-		case "admit", "suspend", "resume", "migrate", "preempt":
+		case "admit", "suspend", "resume", "migrate", "preempt", "grow", "shrink":
 			tel.Decision(event)
 		}
 	}
@@ -449,9 +455,17 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 				js.State = "suspended"
 			}
 		}
+		step := 0
+		if j.Elastic != nil {
+			step = max(j.Elastic.StepGPUs, 1)
+			js.MinWorkers, js.MaxWorkers = max(j.ScaleFactor, 1)/step, j.Elastic.MaxGPUs/step
+		}
 		if as, ok := on[j.ID]; ok {
 			a.rounds[j.ID]++
 			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
+			if step > 0 {
+				js.Workers = len(as.GPUs) / step
+			}
 			if tp := j.Throughput[as.Type]; tp > 0 {
 				js.Throughput = tp
 				eta := now.Add(time.Duration(j.RemainingSteps / tp * float64(time.Second)))

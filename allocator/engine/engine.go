@@ -73,6 +73,8 @@ type Engine struct {
 	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
 	spareU    []*unit
 	stamp     int
+	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
+	elAny     bool                // this round's snapshot has elastic jobs
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64

@@ -82,7 +82,9 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	order := e.typeOrder(s.GPUs)
 	free := healthyCounts(s.GPUs)
 	selected := e.selectUnits(order, free)
-	plan.Assignments = e.place(s, order, selected)
+	ps, extras := e.elasticPrepare(s)
+	plan.Assignments = e.place(ps, order, selected)
+	e.elasticGrow(s, order, plan.Assignments, extras)
 
 	running := map[string]bool{}
 	for _, a := range plan.Assignments {
@@ -430,7 +432,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 				if e.cfg.GavelCompat && !c.u.inX {
 					continue
 				}
-				ids := cl.pick(sf)
+				ids := e.pickNew(cl, t, sf)
 				if ids == nil {
 					panic(fmt.Sprintf("engine: cannot place %s on %d %s GPUs", c.u.key, sf, t))
 				}

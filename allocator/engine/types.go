@@ -39,6 +39,19 @@ type Job struct {
 	// ReceivedS is the cumulative time the job has been credited running
 	// alone, per GPU type. Cumulative values make Observe idempotent.
 	ReceivedS map[string]float64 `json:"received_s,omitempty"`
+	// Elastic, when set, lets the job grow past ScaleFactor (its minimum
+	// size, what the policy allocates) into GPUs left free (elastic.go).
+	Elastic *Elastic `json:"elastic,omitempty"`
+}
+
+// Elastic is a job's elastic range: it runs with ScaleFactor + k·StepGPUs
+// GPUs (k ≥ 0 workers beyond its minimum), at most MaxGPUs. Throughput
+// stays the minimum size's: the engine only decides, backends credit.
+type Elastic struct {
+	// StepGPUs is one worker's GPUs (the group's GPU count), all on one server.
+	StepGPUs int `json:"step_gpus"`
+	// MaxGPUs is the largest size (max workers × StepGPUs).
+	MaxGPUs int `json:"max_gpus"`
 }
 
 // Pair is a measured colocation of two active jobs of equal scale factor.

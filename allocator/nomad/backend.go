@@ -13,6 +13,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +68,21 @@ type Config struct {
 	// or gate. The agent marks the decision's intents applied with it and
 	// counts decisions.
 	OnEvent func(job, event string)
+	// NoElastic runs elastic jobs (meta rondo.elastic) at their minimum
+	// size, pinned by GPU id like any other job: the agent sets it when
+	// cells decide (the cell layer does not resize jobs yet).
+	NoElastic bool
+	// Pools are further GPU node pools (cells selected by node_pool): their
+	// nodes' GPUs are observed like Pool's, and a job placed there is
+	// admitted into that pool.
+	Pools []string
+}
+
+// NodeInfo is a Nomad node as the last Observe listed it.
+type NodeInfo struct {
+	ID, Name, Pool, Class string
+	// Ready: ready, eligible and in a GPU pool (its GPUs are observed).
+	Ready bool
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -87,6 +103,9 @@ type jobState struct {
 	done      float64
 	total     float64
 	lastState string
+	// elastic: the job's range in GPUs (nil: fixed size); gpus is then in
+	// worker (allocation index) order, each worker StepGPUs GPUs.
+	elastic *engine.Elastic
 }
 
 // Backend implements engine.Backend on a Nomad cluster. Its bookkeeping
@@ -103,6 +122,8 @@ type Backend struct {
 	gpus   []engine.GPU
 	gpuTyp map[string]string // GPU id -> type
 	nodes  map[string]string // node id -> name
+	pools  map[string]string // node id -> pool (observed GPU nodes)
+	listed []NodeInfo        // every node of the last Observe, by name
 	warned map[string]bool
 }
 
@@ -199,11 +220,16 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	sort.Slice(stubs, func(i, j int) bool { return stubs[i].Name < stubs[j].Name })
 	var gpus []engine.GPU
 	b.nodes = map[string]string{}
+	b.pools = map[string]string{}
 	b.gpuTyp = map[string]string{}
+	b.listed = b.listed[:0]
 	for _, s := range stubs {
-		if s.Status != "ready" || s.SchedulingEligibility != "eligible" || s.NodePool != b.cfg.Pool {
+		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
+		b.listed = append(b.listed, NodeInfo{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
+		if !ready {
 			continue
 		}
+		b.pools[s.ID] = s.NodePool
 		n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
 		if err != nil {
 			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
@@ -358,8 +384,23 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		}
 		return nil, false
 	}
-	tg, _ := gpuGroup(job)
+	tg, dev := gpuGroup(job)
 	sf := scaleFactor(job)
+	var el *engine.Elastic
+	if tg != nil && pol.Elastic() && b.cfg.NoElastic {
+		// Fixed at the minimum: the scale factor is written to meta at
+		// the first start and read from there afterwards.
+		if job.Meta[MetaGPUs] == "" {
+			sf = pol.ElasticMin * int(max(deref(dev.Count), 1))
+		}
+	} else if tg != nil && pol.Elastic() {
+		// An elastic job's size is its workers (group count) × the group's
+		// GPUs: the minimum is what the engine allocates. Rondo never
+		// rewrites an elastic job's device count or meta.
+		step := int(max(deref(dev.Count), 1))
+		sf = pol.ElasticMin * step
+		el = &engine.Elastic{StepGPUs: step, MaxGPUs: pol.ElasticMax * step}
+	}
 	if tg == nil || sf == 0 {
 		if !b.warned[id] {
 			b.warned[id] = true
@@ -370,11 +411,14 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	// Admitted: in the GPU pool and pinned by Rondo. A job submitted
 	// straight to the pool (bypassing the gate) is unpinned: it is treated
 	// as waiting, and Enforce re-pins or withdraws it.
-	inPool := deref(job.NodePool) == b.cfg.Pool
+	inPool := b.gpuPool(deref(job.NodePool))
 	admitted := inPool && hasNodePin(tg)
 	var gpus, servers []string
 	finished := false
 	liveN := 0
+	if el != nil {
+		allocs = byAllocIndex(allocs)
+	}
 	for _, a := range allocs {
 		if a.TaskGroup != deref(tg.Name) {
 			continue
@@ -428,7 +472,10 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	if len(st.gpus) > 0 && len(gpus) > 0 {
 		st.received[b.gpuTyp[st.gpus[0]]] += now - st.lastS
 	}
-	sort.Strings(gpus)
+	if el == nil {
+		sort.Strings(gpus)
+	}
+	st.elastic = el
 	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
 	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
 	st.inPool, st.live = inPool, liveN
@@ -490,6 +537,10 @@ func (st *jobState) engineJob(id string) engine.Job {
 	if st.policy.SLO > 0 {
 		j.DeadlineS = st.arrivalS + st.policy.SLO.Seconds()
 	}
+	if st.elastic != nil && st.elastic.MaxGPUs > st.sf {
+		e := *st.elastic
+		j.Elastic = &e
+	}
 	return j
 }
 
@@ -500,4 +551,67 @@ func appendNew(s []string, v string) []string {
 		}
 	}
 	return append(s, v)
+}
+
+// byAllocIndex orders allocations by the index in their name
+// ("job.group[3]"): Nomad stops the highest indexes when a count shrinks,
+// so an elastic job's GPUs listed in this order shrink from the end, as the
+// engine expects.
+func byAllocIndex(allocs []*api.AllocationListStub) []*api.AllocationListStub {
+	out := append([]*api.AllocationListStub(nil), allocs...)
+	sort.SliceStable(out, func(i, j int) bool { return allocIndex(out[i].Name) < allocIndex(out[j].Name) })
+	return out
+}
+
+func allocIndex(name string) int {
+	i := strings.LastIndexByte(name, '[')
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return 0
+	}
+	n, _ := strconv.Atoi(name[i+1 : len(name)-1])
+	return n
+}
+
+// SetNoElastic switches Config.NoElastic (config reload); it applies from
+// the next Observe.
+func (b *Backend) SetNoElastic(v bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.NoElastic = v
+}
+
+// gpuPool reports whether pool is one of the GPU node pools.
+func (b *Backend) gpuPool(pool string) bool {
+	return pool == b.cfg.Pool || slices.Contains(b.cfg.Pools, pool)
+}
+
+// poolOf is the node pool a job placed on servers is admitted into: the
+// servers' pool (the GPU pool when unknown or when they differ).
+func (b *Backend) poolOf(servers []string) string {
+	pool := ""
+	for _, id := range servers {
+		p := b.pools[id]
+		if p == "" || (pool != "" && p != pool) {
+			return b.cfg.Pool
+		}
+		pool = p
+	}
+	if pool == "" {
+		return b.cfg.Pool
+	}
+	return pool
+}
+
+// SetPools replaces Config.Pools (config reload).
+func (b *Backend) SetPools(pools []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.Pools = pools
+}
+
+// Nodes lists every node the last Observe saw, by name, with pool and class.
+func (b *Backend) Nodes() []NodeInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.listed)
 }

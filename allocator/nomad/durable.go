@@ -123,7 +123,11 @@ func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []strin
 			case "suspend", "preempt":
 				done = tg != nil && deref(tg.Count) == 0
 			default:
-				done = tg != nil && deref(job.NodePool) == b.cfg.Pool && hasNodePin(tg) && pinnedGPUs(tg) == sortedJoin(in.GPUs)
+				done = tg != nil && b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == sortedJoin(in.GPUs)
+				if pol, err := hcl.PolicyFromMeta(job.Meta); err == nil && pol.Elastic() && tg != nil {
+					// Elastic jobs carry node pins only (PinElastic).
+					done = b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == "" && deref(tg.Count) > 0
+				}
 			}
 		}
 		verdict := "rolled back"

@@ -59,6 +59,19 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 	}
+	// Elastic jobs the plan keeps with fewer workers shrink now, before
+	// any start needs their GPUs: the count alone drops (Nomad stops the
+	// highest allocation indexes, the workers the engine dropped).
+	shrinking := map[string]int{}
+	for _, a := range p.Assignments {
+		if w, ok := b.resize(a); ok && w < b.workers(a.Jobs[0], len(b.jobs[a.Jobs[0]].gpus)) {
+			if err := b.scaleTo(a.Jobs[0], w, "shrink"); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			shrinking[a.Jobs[0]] = w
+		}
+	}
 	// A job in the GPU pool that holds no allocation Rondo placed but still
 	// has a count — pending placement, or submitted straight to the pool
 	// past the gate — would take GPUs behind Rondo's back: withdraw it
@@ -75,7 +88,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 		}
 	}
 	if err := b.waitUntil("suspended jobs to stop", func() (bool, error) {
-		if len(stopping) == 0 {
+		if len(stopping) == 0 && len(shrinking) == 0 {
 			return true, nil
 		}
 		by, err := allAllocs(b.cfg.Client)
@@ -87,18 +100,45 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 				return false, nil
 			}
 		}
+		for id, w := range shrinking {
+			if n, _, _ := liveGPUs(by[id]); n > w {
+				return false, nil
+			}
+		}
 		return true, nil
 	}); err != nil {
 		errs = append(errs, err)
 	}
 	// Starts are independent registrations: issue them a few at a time
 	// (a thousand sequential round trips take half a minute).
-	var starts []engine.Assignment
+	var starts, elastic []engine.Assignment
 	for _, a := range p.Assignments {
-		if a.Action == engine.Start {
+		if a.Action != engine.Start {
+			continue
+		}
+		if b.isElastic(a) {
+			elastic = append(elastic, a)
+		} else {
 			starts = append(starts, a)
 		}
 	}
+	errs = append(errs, b.startPinned(starts)...)
+	// Elastic jobs are pinned to nodes only (so that they can grow by count
+	// without a restart): they start, and grow, once every pinned start
+	// holds its GPUs, into what is left on their nodes.
+	for _, a := range p.Assignments {
+		if w, ok := b.resize(a); ok && w > b.workers(a.Jobs[0], len(b.jobs[a.Jobs[0]].gpus)) {
+			elastic = append(elastic, a)
+		}
+	}
+	errs = append(errs, b.startElastic(elastic)...)
+	return errors.Join(errs...)
+}
+
+// startPinned registers the starts (a few at a time) and waits until each
+// runs on exactly its GPUs.
+func (b *Backend) startPinned(starts []engine.Assignment) []error {
+	var errs []error
 	okStart := make([]bool, len(starts))
 	var emu sync.Mutex
 	var wg sync.WaitGroup
@@ -150,7 +190,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	}); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
@@ -284,7 +324,8 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err := Pin(job, st.group, a, b.serverOf); err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	job.NodePool = &b.cfg.Pool
+	pool := b.poolOf(a.Servers)
+	job.NodePool = &pool
 	prio := GuaranteedPriority
 	if st.policy.Priority == hcl.Opportunistic {
 		prio = OpportunisticPriority
@@ -373,6 +414,161 @@ func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) 
 				}
 			}
 			d.Constraints = append(dc, api.NewConstraint(deviceTarget, "set_contains_any", strings.Join(a.GPUs, ",")))
+		}
+	}
+	return nil
+}
+
+// isElastic reports whether an assignment is one elastic job's.
+func (b *Backend) isElastic(a engine.Assignment) bool {
+	if len(a.Jobs) != 1 {
+		return false
+	}
+	st := b.jobs[a.Jobs[0]]
+	return st != nil && st.elastic != nil
+}
+
+// workers is an elastic job's worker count on n GPUs.
+func (b *Backend) workers(id string, n int) int {
+	return n / max(b.jobs[id].elastic.StepGPUs, 1)
+}
+
+// resize reports the worker count of a kept elastic job whose size the plan
+// changes (ok false for anything else).
+func (b *Backend) resize(a engine.Assignment) (int, bool) {
+	if a.Action != engine.Keep || !b.isElastic(a) {
+		return 0, false
+	}
+	st := b.jobs[a.Jobs[0]]
+	if len(a.GPUs) == len(st.gpus) {
+		return 0, false
+	}
+	return b.workers(a.Jobs[0], len(a.GPUs)), true
+}
+
+// scaleTo sets an elastic job's worker count (shrink); running workers below
+// the new count are untouched.
+func (b *Backend) scaleTo(id string, workers int, event string) error {
+	st := b.jobs[id]
+	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &workers, "rondo: "+event, false, nil, nil); err != nil {
+		return fmt.Errorf("nomad: scale %s to %d (%s): %w", id, workers, event, err)
+	}
+	b.log.Info(event, "job", id, "workers", workers, "was", b.workers(id, len(st.gpus)))
+	b.event(id, event)
+	return nil
+}
+
+// startElastic starts elastic jobs and grows kept ones: each is
+// re-registered with its worker count and node pins (PinElastic; a count
+// and node-constraint change keeps running allocations in place), then
+// it waits until every one runs its workers on as many GPUs as planned.
+func (b *Backend) startElastic(as []engine.Assignment) []error {
+	var errs []error
+	var done []engine.Assignment
+	for _, a := range as {
+		id := a.Jobs[0]
+		st := b.jobs[id]
+		job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+		if err == nil {
+			err = PinElastic(job, st.group, a, st.elastic.StepGPUs)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nomad: start %s: %w", id, err))
+			continue
+		}
+		event := "grow"
+		if a.Action == engine.Start {
+			event = startEvent(st)
+			pool := b.poolOf(a.Servers)
+			job.NodePool = &pool
+			prio := GuaranteedPriority
+			if st.policy.Priority == hcl.Opportunistic {
+				prio = OpportunisticPriority
+			}
+			job.Priority = &prio
+		}
+		if _, _, err := b.cfg.Client.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true,
+			ModifyIndex: deref(job.JobModifyIndex)}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("nomad: %s %s: %w", event, id, err))
+			continue
+		}
+		b.log.Info(event, "job", id, "type", a.Type, "workers", b.workers(id, len(a.GPUs)),
+			"was", b.workers(id, len(st.gpus)), "nodes", b.nodeNames(a.Servers))
+		b.event(id, event)
+		done = append(done, a)
+	}
+	if err := b.waitUntil("elastic jobs to run their workers", func() (bool, error) {
+		if len(done) == 0 {
+			return true, nil
+		}
+		by, err := allAllocs(b.cfg.Client)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range done {
+			n, running, got := liveGPUs(by[a.Jobs[0]])
+			if n != b.workers(a.Jobs[0], len(a.GPUs)) || running < n || len(got) != len(a.GPUs) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// PinElastic rewrites an elastic job's GPU group for an assignment: count =
+// workers (GPUs / step), a node pin on the assignment's servers, and no GPU
+// id pin (device constraints are part of the task's resources, and
+// changing them replaces every allocation; a count or group-constraint
+// change does not). The device count (one worker's GPUs) is left alone.
+// Nomad picks the GPUs on the pinned nodes, which is why the backend starts
+// elastic jobs after every pinned start holds its GPUs.
+func PinElastic(job *api.Job, group string, a engine.Assignment, step int) error {
+	var tg *api.TaskGroup
+	for _, g := range job.TaskGroups {
+		if deref(g.Name) == group {
+			tg = g
+		}
+	}
+	if tg == nil {
+		return fmt.Errorf("no group %q", group)
+	}
+	if len(a.GPUs) == 0 || len(a.Servers) == 0 || step <= 0 || len(a.GPUs)%step != 0 {
+		return fmt.Errorf("assignment of %d GPUs is not whole workers of %d", len(a.GPUs), step)
+	}
+	count := len(a.GPUs) / step
+	tg.Count = &count
+	var cs []*api.Constraint
+	for _, c := range tg.Constraints {
+		if c.LTarget != nodeTarget {
+			cs = append(cs, c)
+		}
+	}
+	servers := append([]string(nil), a.Servers...)
+	sort.Strings(servers)
+	if len(servers) == 1 {
+		cs = append(cs, api.NewConstraint(nodeTarget, "=", servers[0]))
+	} else {
+		cs = append(cs, api.NewConstraint(nodeTarget, "set_contains_any", strings.Join(servers, ",")))
+	}
+	tg.Constraints = cs
+	for _, t := range tg.Tasks {
+		if t.Resources == nil {
+			continue
+		}
+		for _, d := range t.Resources.Devices {
+			if !isGPURequest(d.Name) {
+				continue
+			}
+			var dc []*api.Constraint
+			for _, c := range d.Constraints {
+				if c.LTarget != deviceTarget {
+					dc = append(dc, c)
+				}
+			}
+			d.Constraints = dc
 		}
 	}
 	return nil

@@ -262,7 +262,7 @@ func (s *simulator) complete() {
 				js.received[m.typ] += credited
 			}
 			price := s.o.Cluster.PricePerHourUS[m.typ]
-			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1))
+			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1, len(m.gpus)))
 			js.remaining -= m.steps[i]
 			if it := m.iso[i]; it > 0 {
 				js.isoTime += m.steps[i] / it
@@ -335,6 +335,9 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		if js.tj.SLOFactor > 0 {
 			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
 		}
+		if js.tj.ElasticMaxGPUs > max(js.tj.ScaleFactor, 1) {
+			j.Elastic = &engine.Elastic{StepGPUs: max(js.tj.ElasticStepGPUs, 1), MaxGPUs: js.tj.ElasticMaxGPUs}
+		}
 		snap.Jobs = append(snap.Jobs, j)
 	}
 	if s.eng.Packing() {
@@ -397,10 +400,10 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 			m.pairKey = engine.UnitKey(a.Jobs)
 			tput = s.pairKeys(jobs[0], jobs[1])[a.Type]
 		} else {
-			tput[0] = jobs[0].tput[a.Type]
+			tput[0] = s.resizedTput(jobs[0], a)
 		}
 		cost := 0.0
-		gpuKey := a.Type + "[" + strings.Join(a.GPUs, " ") + "]"
+		gpuKey := a.Type + "[" + strings.Join(baseGPUs(jobs, a), " ") + "]"
 		for _, js := range jobs {
 			if s.o.PreemptionCostS > 0 && js.ran && s.prevRunning[js.id] != gpuKey {
 				cost = s.o.PreemptionCostS
@@ -593,4 +596,32 @@ func (s *simulator) result() *Result {
 		r.SolveMSMax = ss[len(ss)-1]
 	}
 	return r
+}
+
+// resizedTput is a job's throughput on an assignment: the table's at its
+// scale factor, or for an elastic job resized to n GPUs the table's value at
+// n when measured, else linear from the largest measured scale factor
+// below n (throughputs.Table.Scaled).
+func (s *simulator) resizedTput(js *jobState, a engine.Assignment) float64 {
+	sf := max(js.tj.ScaleFactor, 1)
+	n := len(a.GPUs)
+	if n == sf || js.tj.ElasticMaxGPUs <= sf {
+		return js.tput[a.Type]
+	}
+	if v, ok := s.tb.Scaled(js.tj.Model, n, a.Type); ok {
+		return v
+	}
+	return js.tput[a.Type] * float64(n) / float64(sf)
+}
+
+// baseGPUs is what identifies a placement for preemption counting: an
+// elastic job that only grew or shrank (its first ScaleFactor GPUs kept)
+// was not preempted.
+func baseGPUs(jobs []*jobState, a engine.Assignment) []string {
+	if len(jobs) == 1 && jobs[0].tj.ElasticMaxGPUs > 0 {
+		if sf := max(jobs[0].tj.ScaleFactor, 1); len(a.GPUs) > sf {
+			return a.GPUs[:sf]
+		}
+	}
+	return a.GPUs
 }

@@ -30,6 +30,11 @@ type Job struct {
 	// deadline is ArrivalS + SLOFactor*DurationS.
 	SLOFactor float64 `json:"slo_factor,omitempty"`
 	ArrivalS  float64 `json:"arrival_s"`
+	// ElasticMaxGPUs > ScaleFactor makes the job elastic: it may grow, one
+	// worker of ElasticStepGPUs GPUs (default 1) at a time, into GPUs left
+	// free, up to this many (JSON-lines traces only).
+	ElasticMaxGPUs  int `json:"elastic_max_gpus,omitempty"`
+	ElasticStepGPUs int `json:"elastic_step_gpus,omitempty"`
 
 	// Physical-cluster trace fields, carried through unchanged.
 	Command      string `json:"command,omitempty"`

@@ -4,7 +4,8 @@
 // job's VC (meta rondo.vc) and priority class (guaranteed or opportunistic)
 // decide which engine schedules it and on which cells.
 //
-// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`): the
+// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`), or by
+// node pool and/or class (Config.Selectors, selectors.go): the
 // physical GPUs of a node-level cell, in cell-address order, are that
 // node's GPUs in device-id order. A GPU the node does not report (or
 // reports unhealthy) makes its cell leaf bad.
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -44,6 +46,10 @@ type Config struct {
 	NodeName func(id string) string
 	// Warn, if set, is told about jobs skipped and cells without GPUs.
 	Warn func(msg string, args ...any)
+	// Selectors, when set, replace NodeOfCell: each top cell's node cells
+	// are resolved every round against Nodes (selectors.go).
+	Selectors []Selector
+	Nodes     func() []NodeInfo
 }
 
 // Decider adapts vcround to engine snapshots and plans.
@@ -53,6 +59,10 @@ type Decider struct {
 	s      *vcround.Scheduler
 	vcs    map[string]bool
 	warned map[string]bool
+	// node cells per top cell, in address order; node-cell bindings kept
+	// across rounds (selectors.go)
+	nodeCells map[string][]string
+	bound     map[string]string
 }
 
 // New builds the cell allocator and one engine per VC.
@@ -91,7 +101,15 @@ func New(cfg Config) (*Decider, error) {
 	if cfg.NodeName == nil {
 		cfg.NodeName = func(id string) string { return id }
 	}
-	return &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}}, nil
+	d := &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
+		nodeCells: map[string][]string{}}
+	for _, pg := range a.PhysicalGPUs() {
+		top, _, _ := strings.Cut(pg.Node, "/")
+		if l := d.nodeCells[top]; len(l) == 0 || l[len(l)-1] != pg.Node {
+			d.nodeCells[top] = append(l, pg.Node)
+		}
+	}
+	return d, nil
 }
 
 // mapping pairs cell GPU addresses with the snapshot's GPU ids.
@@ -112,8 +130,12 @@ func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
 	}
 	next := map[string]int{}
+	nodeOf := d.cfg.NodeOfCell
+	if d.cfg.Selectors != nil {
+		nodeOf = d.resolve()
+	}
 	for _, pg := range d.a.PhysicalGPUs() {
-		name := d.cfg.NodeOfCell[pg.Node]
+		name := nodeOf[pg.Node]
 		gs := byNode[name]
 		i := next[name]
 		next[name]++
@@ -123,7 +145,7 @@ func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
 			m.toID[pg.Addr], m.toAddr[g.ID] = g.ID, pg.Addr
 			m.nodeID[pg.Node] = g.Server
 			bad = g.Failed
-		} else if !d.warned["cell "+pg.Node] {
+		} else if name != "" && !d.warned["cell "+pg.Node] {
 			d.warned["cell "+pg.Node] = true
 			d.cfg.Warn("cell has more GPUs than its Nomad node reports; the rest are treated as bad", "cell", pg.Node, "nomad_node", name)
 		}

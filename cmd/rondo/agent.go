@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -108,24 +109,44 @@ func newDecider(s *agentSettings, b *rnomad.Backend, log hclog.Logger) (agent.De
 	if !s.cells {
 		return newEngine(s)
 	}
-	nodeOf := map[string]string{}
+	var sels []vcnomad.Selector
 	for _, c := range s.cfg.Cells {
-		if c.NomadNode == "" {
-			return nil, fmt.Errorf("cell %q: the agent maps cells to Nomad nodes by nomad_node; set it (nomad_nodes, node_pool and node_class are not supported by the agent yet)", c.Name)
+		sel := vcnomad.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
+		if c.NomadNode != "" {
+			sel.Nodes = []string{c.NomadNode}
 		}
-		nodeOf[c.Name] = c.NomadNode
+		sels = append(sels, sel)
 	}
 	var pols []string
 	for _, v := range s.vcs {
 		pols = append(pols, v.Policy)
 	}
-	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), NodeOfCell: nodeOf, Policies: pols,
+	nodes := func() []vcnomad.NodeInfo {
+		var out []vcnomad.NodeInfo
+		for _, n := range b.Nodes() {
+			out = append(out, vcnomad.NodeInfo{Name: n.Name, Pool: n.Pool, Class: n.Class, Ready: n.Ready})
+		}
+		return out
+	}
+	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Nodes: nodes, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), NodeName: b.NodeName,
 		ClassOf: func(job string) (vcnomad.Class, bool) {
 			vc, opp, ok := b.JobClass(job)
 			return vcnomad.Class{VC: vc, Opportunistic: opp}, ok
 		},
 		Warn: func(msg string, args ...any) { log.Warn(msg, args...) }})
+}
+
+// cellPools lists the node pools cells select (node_pool): GPU pools
+// besides the agent's -pool.
+func cellPools(s *agentSettings) []string {
+	var out []string
+	for _, c := range s.cfg.Cells {
+		if c.NodePool != "" && !slices.Contains(out, c.NodePool) {
+			out = append(out, c.NodePool)
+		}
+	}
+	return out
 }
 
 func (c *agentCmd) Run(args []string) int {
@@ -175,7 +196,7 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
-		OnEvent: func(job, event string) { ag.Event(job, event) }})
+		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s)})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -249,6 +270,8 @@ func (c *agentCmd) Run(args []string) int {
 					log.Error("reload failed", "error", err)
 					continue
 				}
+				backend.SetNoElastic(ns.cells)
+				backend.SetPools(cellPools(ns))
 			}
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			s = ns

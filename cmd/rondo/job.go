@@ -104,6 +104,9 @@ func (c *jobStatus) Run(args []string) int {
 			fmt.Fprintf(c.stdout, "ID:         %s\nVC:         %s\nState:      %s\nType:       %s\nGPUs:       %d %s\nRounds:     %d\nProgress:   %.0f/%.0f steps\nThroughput: %s steps/s\nETA:        %s\n",
 				j.ID, orDash(j.VC), j.State, orDash(j.Type), j.ScaleFactor, strings.Join(j.GPUs, ","), j.Rounds,
 				j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
+			if j.MaxWorkers > 0 {
+				fmt.Fprintf(c.stdout, "Workers:    %d (elastic %d..%d)\n", j.Workers, j.MinWorkers, j.MaxWorkers)
+			}
 			return 0
 		}
 	}

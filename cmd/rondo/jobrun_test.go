@@ -47,3 +47,25 @@ func TestJobRunErrors(t *testing.T) {
 		t.Fatalf("no file: code %d, %q", code, errOut)
 	}
 }
+
+// TestJobRunElastic: the elastic block becomes meta rondo.elastic; a bad
+// range is reported at its file:line:field.
+func TestJobRunElastic(t *testing.T) {
+	code, out, errOut := runCaptured(t, "job", "run", "-output", "testdata/elastic.nomad.hcl")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var wrap struct{ Job *api.Job }
+	if err := json.Unmarshal([]byte(out), &wrap); err != nil {
+		t.Fatal(err)
+	}
+	if m := wrap.Job.Meta; m["rondo.elastic"] != "1:4" || m["rondo.vc"] != "research" {
+		t.Fatalf("meta %v", m)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.nomad.hcl")
+	os.WriteFile(bad, []byte("job \"x\" {\n  policy {\n    vc = \"a\"\n    elastic {\n      min = 4\n      max = 2\n    }\n  }\n}\n"), 0o644)
+	code, _, errOut = runCaptured(t, "job", "run", "-output", bad)
+	if code != 1 || !strings.Contains(errOut, "bad.nomad.hcl:6:13") || !strings.Contains(errOut, "elastic max") {
+		t.Fatalf("bad elastic: code %d, %q", code, errOut)
+	}
+}

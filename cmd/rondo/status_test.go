@@ -18,7 +18,9 @@ func statusServer(t *testing.T) *httptest.Server {
 		Types: map[string]agent.TypeUsage{"v100": {Total: 4, Used: 3, Failed: 1}},
 		Jobs: []agent.JobStatus{{ID: "lm", VC: "research", State: "running", Type: "v100", GPUs: []string{"GPU-0"}, ScaleFactor: 1,
 			RemainingSteps: 40, TotalSteps: 100, Rounds: 3, Throughput: 2.5, ETA: &eta},
-			{ID: "cyclegan", State: "queued", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10}}}
+			{ID: "cyclegan", State: "queued", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10},
+			{ID: "elastic", State: "running", Type: "v100", GPUs: []string{"GPU-1", "GPU-2", "GPU-3"}, ScaleFactor: 1,
+				RemainingSteps: 10, TotalSteps: 10, Workers: 3, MinWorkers: 1, MaxWorkers: 4}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" {
 			http.NotFound(w, r)
@@ -51,6 +53,12 @@ func TestStatusAndJobCommands(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("job status lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "Workers:") {
+		t.Errorf("fixed-size job shows workers:\n%s", out)
+	}
+	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "elastic"); code != 0 || !strings.Contains(out, "Workers:    3 (elastic 1..4)") {
+		t.Errorf("elastic job status: %d\n%s", code, out)
 	}
 	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
 		t.Errorf("job status nope: %d %s", code, errOut)

@@ -25,6 +25,16 @@ type ClientSpec struct {
 	// their tasks (${meta.rondo_gpu_type}); the fake trainer reads it.
 	GPUType string
 	GPUs    []FakeGPU
+	// NodePool defaults to GPUPool; NodeClass to none.
+	NodePool  string
+	NodeClass string
+}
+
+func (cs ClientSpec) pool() string {
+	if cs.NodePool != "" {
+		return cs.NodePool
+	}
+	return GPUPool
 }
 
 // Known fake models, by Rondo GPU type.
@@ -163,10 +173,13 @@ func Start(o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		cfg := AgentConfig{Name: cs.Name, PluginDir: o.PluginDir, HTTP: p[0], RPC: p[1], Serf: p[2],
-			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: GPUPool,
+			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: cs.pool(),
 			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL,
 			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
 			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
+		if cs.NodeClass != "" {
+			cfg.ClientHCL = "  node_class = " + quote(cs.NodeClass) + "\n"
+		}
 		pr, err := StartProcess(o.Nomad, filepath.Join(o.Dir, cs.Name), cfg)
 		if err != nil {
 			return nil, err
@@ -188,7 +201,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 		ready := 0
 		for _, n := range nodes {
-			if n.Status != "ready" || n.NodePool != GPUPool {
+			if n.Status != "ready" || n.NodePool != c.spec(n.Name).pool() {
 				continue
 			}
 			full, _, err := c.API.Nodes().Info(n.ID, nil)

@@ -1,0 +1,7 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+    max = 2.5
+  }
+}

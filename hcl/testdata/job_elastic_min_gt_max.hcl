@@ -1,0 +1,7 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 3
+    max = 2
+  }
+}

@@ -1,0 +1,6 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+  }
+}

@@ -1,0 +1,7 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 0
+    max = 2
+  }
+}

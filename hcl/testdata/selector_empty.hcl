@@ -1,0 +1,11 @@
+cell_type "v100" {
+  gpu_type = "v100"
+}
+cell_type "v100-node" {
+  child = "v100"
+  count = 1
+  node  = true
+}
+cell "v100-node" "n0" {
+  node_pool = ""
+}
