@@ -492,6 +492,11 @@ func testRotationKill(s *stack) {
 	})
 	before := s.status(ag)
 	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
+	// The per-VC engines' history (baselines, deficits, allocation) is in
+	// the state too, and the restarted agent takes it (below).
+	if !strings.Contains(string(saved.Engine), `"vcs"`) {
+		t.Errorf("no engine history in the saved state: %.300s", saved.Engine)
+	}
 	ag.kill9()
 	time.Sleep(6 * time.Second)
 	ag2 := s.startAgent("4s")
@@ -502,6 +507,9 @@ func testRotationKill(s *stack) {
 		after = s.status(ag2)
 		return !after.LastRound.IsZero(), nil
 	})
+	if !strings.Contains(ag2.logs(), "engine history restored") {
+		t.Errorf("the restarted agent did not restore the engine history:\n%s", tail(ag2.logs(), 3000))
+	}
 	if after.Round <= before.Round {
 		t.Errorf("round number restarted: %d before kill -9, %d after", before.Round, after.Round)
 	}

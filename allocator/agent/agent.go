@@ -27,6 +27,16 @@ type Decider interface {
 	Round(*engine.Snapshot) (*engine.Plan, error)
 }
 
+// HistoryKeeper is implemented by deciders that keep history between
+// rounds which changes later decisions (*engine.Engine, the per-VC
+// engines): the agent saves it with every recorded decision and restores
+// it at start, so that a restarted agent decides as the stopped one would
+// have.
+type HistoryKeeper interface {
+	MarshalHistory() ([]byte, error)
+	UnmarshalHistory([]byte) error
+}
+
 // Store persists the durable state (*state.Store in Nomad Variables).
 type Store interface {
 	Load(ctx context.Context) (*state.State, error)
@@ -172,6 +182,15 @@ func New(cfg Config) *Agent {
 // Reconfigure swaps the engine (nil keeps it), the round length and the
 // shown VCs; it takes effect at the next round.
 func (a *Agent) Reconfigure(e Decider, policy string, round time.Duration, vcs []VC) {
+	if e != nil {
+		// The new decider carries on from the old one's history where it
+		// can (same policies); else it starts fresh. (smu before mu: save
+		// takes them in that order.)
+		a.smu.Lock()
+		h := a.st.Engine
+		a.smu.Unlock()
+		a.restoreHistory(e, h)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if e != nil {
@@ -230,6 +249,10 @@ func (a *Agent) Start(ctx context.Context) error {
 			return a.saveErr(err)
 		}
 	}
+	a.mu.Lock()
+	dec := a.cfg.Engine
+	a.mu.Unlock()
+	a.restoreHistory(dec, st.Engine)
 	a.smu.Lock()
 	a.st = st
 	a.smu.Unlock()
@@ -245,6 +268,21 @@ func (a *Agent) Start(ctx context.Context) error {
 	}
 	log.Info("state loaded", "durable", store != nil, "round", st.Round, "jobs", len(st.Jobs()))
 	return nil
+}
+
+// restoreHistory gives the decider the saved history, if it keeps one; a
+// history it cannot take (another policy, a config change) is logged and
+// the decider starts fresh.
+func (a *Agent) restoreHistory(dec Decider, h []byte) {
+	hk, ok := dec.(HistoryKeeper)
+	if !ok || len(h) == 0 {
+		return
+	}
+	if err := hk.UnmarshalHistory(h); err != nil {
+		a.cfg.Logger.Warn("engine history not restored; the engine starts fresh", "error", err)
+		return
+	}
+	a.cfg.Logger.Info("engine history restored", "bytes", len(h))
 }
 
 func (a *Agent) saveErr(err error) error {
@@ -324,6 +362,13 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	for _, id := range st.Jobs() {
 		if !active[id] {
 			st.RemoveJob(id) // finished or gone
+		}
+	}
+	if hk, ok := e.(HistoryKeeper); ok {
+		if h, err := hk.MarshalHistory(); err != nil {
+			log.Warn("engine history not saved", "error", err)
+		} else {
+			st.Engine = h
 		}
 	}
 	round := st.Round + 1
