@@ -366,6 +366,8 @@ func TestAllocatorOnNomad(t *testing.T) {
 	t.Run("RotationAndAgentKill", func(t *testing.T) { s.t = t; testRotationKill(s) })
 	s.reset()
 	t.Run("FidelityVsSimulator", func(t *testing.T) { s.t = t; testFidelity(s) })
+	s.reset()
+	t.Run("TimeSharesMatchX", func(t *testing.T) { s.t = t; testTimeShares(s) })
 }
 
 // testGate: a job submitted with plain `nomad job run` while every GPU is

@@ -107,6 +107,11 @@ type JobStatus struct {
 	TotalSteps     float64            `json:"total_steps"`
 	ArrivalS       float64            `json:"arrival_s"`
 	ReceivedS      map[string]float64 `json:"received_s,omitempty"`
+	// X is the policy's allocation in force: the fraction of time the job
+	// should run on each GPU type (its own row; colocated pairs not
+	// included). Shown when the decider is one engine; per-VC engines'
+	// allocations are over their virtual GPUs and are not shown.
+	X map[string]float64 `json:"x,omitempty"`
 	// Rounds is how many rounds the job has been given GPUs (since the
 	// agent started).
 	Rounds int `json:"rounds"`
@@ -477,6 +482,18 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		}
 	}
 	classer, _ := a.cfg.Backend.(jobClasser)
+	xs := map[string]map[string]float64{}
+	if al := p.Allocation; al != nil {
+		for m, id := range al.JobIDs {
+			row := make(map[string]float64, len(al.Types))
+			for k, t := range al.Types {
+				if k < len(al.X[m]) {
+					row[t] = al.X[m][k]
+				}
+			}
+			xs[id] = row
+		}
+	}
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -485,7 +502,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, j := range s.Jobs {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
-			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS)}
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID]}
 		if classer != nil {
 			js.VC, _, _ = classer.JobClass(j.ID)
 		}
@@ -510,7 +527,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	// were removed); keep the last few for `rondo job status`.
 	for _, prev := range a.status.Jobs {
 		if !known[prev.ID] && prev.State != "done" {
-			prev.State, prev.GPUs, prev.ETA, prev.Throughput = "done", nil, nil, 0
+			prev.State, prev.GPUs, prev.ETA, prev.Throughput, prev.X = "done", nil, nil, 0, nil
 			a.done[prev.ID] = prev
 			delete(a.rounds, prev.ID)
 		}
