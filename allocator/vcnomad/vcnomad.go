@@ -247,6 +247,15 @@ func (d *Decider) UnmarshalHistory(b []byte) error {
 	if h.Kind != historyKind {
 		return fmt.Errorf("vcnomad: not a per-VC history (kind %q)", h.Kind)
 	}
+	// Check every policy first: all engines take their history, or none.
+	for _, vc := range d.engines {
+		if eh := h.VCs[vc.Name]; eh != nil && eh.Policy != vc.Engine.History().Policy {
+			return fmt.Errorf("vcnomad: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, vc.Engine.History().Policy)
+		}
+	}
+	if d.opp != nil && h.Opportunistic != nil && h.Opportunistic.Policy != d.opp.History().Policy {
+		return fmt.Errorf("vcnomad: opportunistic: history of policy %q", h.Opportunistic.Policy)
+	}
 	for _, vc := range d.engines {
 		if eh := h.VCs[vc.Name]; eh != nil {
 			if err := vc.Engine.SetHistory(eh); err != nil {
