@@ -27,6 +27,16 @@ type Decider interface {
 	Round(*engine.Snapshot) (*engine.Plan, error)
 }
 
+// HistoryKeeper is implemented by deciders that keep history between
+// rounds which changes later decisions (*engine.Engine, the per-VC
+// engines): the agent saves it with every recorded decision and restores
+// it at start, so that a restarted agent decides as the stopped one would
+// have.
+type HistoryKeeper interface {
+	MarshalHistory() ([]byte, error)
+	UnmarshalHistory([]byte) error
+}
+
 // Store persists the durable state (*state.Store in Nomad Variables).
 type Store interface {
 	Load(ctx context.Context) (*state.State, error)
@@ -97,6 +107,11 @@ type JobStatus struct {
 	TotalSteps     float64            `json:"total_steps"`
 	ArrivalS       float64            `json:"arrival_s"`
 	ReceivedS      map[string]float64 `json:"received_s,omitempty"`
+	// X is the policy's allocation in force: the fraction of time the job
+	// should run on each GPU type (its own row; colocated pairs not
+	// included). Shown when the decider is one engine; per-VC engines'
+	// allocations are over their virtual GPUs and are not shown.
+	X map[string]float64 `json:"x,omitempty"`
 	// Rounds is how many rounds the job has been given GPUs (since the
 	// agent started).
 	Rounds int `json:"rounds"`
@@ -177,6 +192,15 @@ func New(cfg Config) *Agent {
 // Reconfigure swaps the engine (nil keeps it), the round length and the
 // shown VCs; it takes effect at the next round.
 func (a *Agent) Reconfigure(e Decider, policy string, round time.Duration, vcs []VC) {
+	if e != nil {
+		// The new decider carries on from the old one's history where it
+		// can (same policies); else it starts fresh. (smu before mu: save
+		// takes them in that order.)
+		a.smu.Lock()
+		h := a.st.Engine
+		a.smu.Unlock()
+		a.restoreHistory(e, h)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if e != nil {
@@ -235,6 +259,10 @@ func (a *Agent) Start(ctx context.Context) error {
 			return a.saveErr(err)
 		}
 	}
+	a.mu.Lock()
+	dec := a.cfg.Engine
+	a.mu.Unlock()
+	a.restoreHistory(dec, st.Engine)
 	a.smu.Lock()
 	a.st = st
 	a.smu.Unlock()
@@ -250,6 +278,21 @@ func (a *Agent) Start(ctx context.Context) error {
 	}
 	log.Info("state loaded", "durable", store != nil, "round", st.Round, "jobs", len(st.Jobs()))
 	return nil
+}
+
+// restoreHistory gives the decider the saved history, if it keeps one; a
+// history it cannot take (another policy, a config change) is logged and
+// the decider starts fresh.
+func (a *Agent) restoreHistory(dec Decider, h []byte) {
+	hk, ok := dec.(HistoryKeeper)
+	if !ok || len(h) == 0 {
+		return
+	}
+	if err := hk.UnmarshalHistory(h); err != nil {
+		a.cfg.Logger.Warn("engine history not restored; the engine starts fresh", "error", err)
+		return
+	}
+	a.cfg.Logger.Info("engine history restored", "bytes", len(h))
 }
 
 func (a *Agent) saveErr(err error) error {
@@ -329,6 +372,13 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	for _, id := range st.Jobs() {
 		if !active[id] {
 			st.RemoveJob(id) // finished or gone
+		}
+	}
+	if hk, ok := e.(HistoryKeeper); ok {
+		if h, err := hk.MarshalHistory(); err != nil {
+			log.Warn("engine history not saved", "error", err)
+		} else {
+			st.Engine = h
 		}
 	}
 	round := st.Round + 1
@@ -438,6 +488,18 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		}
 	}
 	classer, _ := a.cfg.Backend.(jobClasser)
+	xs := map[string]map[string]float64{}
+	if al := p.Allocation; al != nil {
+		for m, id := range al.JobIDs {
+			row := make(map[string]float64, len(al.Types))
+			for k, t := range al.Types {
+				if k < len(al.X[m]) {
+					row[t] = al.X[m][k]
+				}
+			}
+			xs[id] = row
+		}
+	}
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -446,7 +508,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, j := range s.Jobs {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
-			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS)}
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID]}
 		if classer != nil {
 			js.VC, _, _ = classer.JobClass(j.ID)
 		}
@@ -479,7 +541,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	// were removed); keep the last few for `rondo job status`.
 	for _, prev := range a.status.Jobs {
 		if !known[prev.ID] && prev.State != "done" {
-			prev.State, prev.GPUs, prev.ETA, prev.Throughput = "done", nil, nil, 0
+			prev.State, prev.GPUs, prev.ETA, prev.Throughput, prev.X = "done", nil, nil, 0, nil
 			a.done[prev.ID] = prev
 			delete(a.rounds, prev.ID)
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -88,6 +89,10 @@ func TestAgentRoundsAndStatus(t *testing.T) {
 	for _, j := range s.Jobs {
 		if j.State == "running" {
 			running++
+		}
+		// The allocation in force: three equal jobs on one healthy V100.
+		if x := j.X["v100"]; math.Abs(x-1.0/3) > 1e-6 {
+			t.Errorf("job %s: X %v, want a third of the V100", j.ID, j.X)
 		}
 	}
 	if running != 1 || len(s.Jobs) != 3 {

@@ -468,9 +468,14 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		st.lastState = "finished"
 		return nil, false
 	}
-	// Credit the time since the last look to the type it ran on then.
-	if len(st.gpus) > 0 && len(gpus) > 0 {
-		st.received[b.gpuTyp[st.gpus[0]]] += now - st.lastS
+	// Credit the time since the last look to a job that holds GPUs now:
+	// the last round started or kept it there (a job suspended at that
+	// round's start no longer holds any). Its start latency counts, as the
+	// simulator counts a micro-task from the round's start. (Crediting only
+	// jobs that held GPUs at both looks missed the first round of every
+	// stint: a job run for one round at a time was credited nothing.)
+	if len(gpus) > 0 {
+		st.received[b.gpuTyp[gpus[0]]] += now - st.lastS
 	}
 	if el == nil {
 		sort.Strings(gpus)

@@ -169,3 +169,23 @@ func (r *Random) Shuffle(l int, swap func(i, j int)) {
 func (r *Random) Uniform(a, b float64) float64 {
 	return a + (b-a)*r.Random()
 }
+
+// State is the generator's internal state (CPython's getstate: the 624
+// words and the position), for saving and restoring it exactly.
+func (r *Random) State() []uint32 {
+	s := make([]uint32, n+1)
+	copy(s, r.mt[:])
+	s[n] = uint32(r.mti)
+	return s
+}
+
+// SetState restores a State (CPython's setstate); it reports whether s is
+// one.
+func (r *Random) SetState(s []uint32) bool {
+	if len(s) != n+1 || s[n] > n {
+		return false
+	}
+	copy(r.mt[:], s[:n])
+	r.mti = int(s[n])
+	return true
+}

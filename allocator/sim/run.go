@@ -406,7 +406,10 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 		gpuKey := a.Type + "[" + strings.Join(baseGPUs(jobs, a), " ") + "]"
 		for _, js := range jobs {
 			if s.o.PreemptionCostS > 0 && js.ran && s.prevRunning[js.id] != gpuKey {
-				cost = s.o.PreemptionCostS
+				cost = math.Max(cost, s.o.PreemptionCostS)
+			}
+			if s.o.StartCostS > 0 && s.prevRunning[js.id] != gpuKey {
+				cost = math.Max(cost, s.o.StartCostS)
 			}
 			if old, ok := s.prevRunning[js.id]; ok && old != gpuKey {
 				s.preemptions++

@@ -103,6 +103,12 @@ type Options struct {
 	// PreemptionCostS is lost from the round of a job that (re)starts after
 	// having run before (checkpoint + restore), default 0.
 	PreemptionCostS float64
+	// StartCostS is lost from the round of every job started on GPUs it
+	// did not hold last round, its first start included: a real cluster's
+	// latency from the round's start to the task running (stopping the
+	// suspended jobs first, scheduling, starting the process). Default 0.
+	// The larger of the two costs applies to a restart.
+	StartCostS float64
 	// MaxTimeS stops a run that does not finish (0: no limit).
 	MaxTimeS float64
 	// MaxActive stops a run once more jobs than this are active at once, a

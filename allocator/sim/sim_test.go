@@ -140,3 +140,31 @@ func TestParseCluster(t *testing.T) {
 		t.Fatal("percentile")
 	}
 }
+
+// TestStartCost: StartCostS is lost from every start, the first included,
+// and not from rounds a job keeps its GPUs: one job alone is late by one
+// start cost; two jobs sharing one GPU round by round pay it every round.
+func TestStartCost(t *testing.T) {
+	const model = "LM (batch size 20)"
+	run := func(n int, cost float64) *Result {
+		var jobs []trace.Job
+		for i := range n {
+			jobs = append(jobs, trace.Job{ID: i, Model: model, ScaleFactor: 1, TotalSteps: 64.74 * 45, Priority: 1})
+		}
+		res, err := Run(&SliceSource{Jobs: jobs}, Options{StartCostS: cost,
+			Cluster: Cluster{Types: map[string]int{"v100": 1}, GPUsPerServer: 1},
+			Engine:  engine.Config{Policy: "max_min_fairness_perf", RoundS: 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if d := run(1, 2).AvgJCTS - run(1, 0).AvgJCTS; math.Abs(d-2) > 0.1 {
+		t.Errorf("one job: start cost 2s made it %.2fs later, want 2", d)
+	}
+	// Two jobs alternate on one GPU: every round is a start.
+	a, b := run(2, 0), run(2, 2)
+	if b.MakespanS < a.MakespanS*1.15 {
+		t.Errorf("two jobs alternating: makespan %.1fs with a 2s start cost, %.1fs without", b.MakespanS, a.MakespanS)
+	}
+}

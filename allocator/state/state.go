@@ -6,6 +6,7 @@
 package state
 
 import (
+	"encoding/json"
 	"slices"
 	"time"
 )
@@ -38,6 +39,12 @@ type State struct {
 	// lease/progress API), so that a restarted allocator knows how far
 	// suspended jobs got.
 	Progress map[string]float64 `json:"progress,omitempty"`
+	// Engine is the decider's history between rounds (engine.History as
+	// JSON, or the per-VC engines' under vcnomad): the received-time
+	// baselines of the last recompute, deficits, the allocation in force,
+	// finish-time fairness's isolated time. Absent in states written before
+	// it existed; a restarted agent then starts its engine fresh.
+	Engine json.RawMessage `json:"engine,omitempty"`
 	// InFlight is the plan being enforced; nil once it is fully applied.
 	InFlight *Decision `json:"in_flight,omitempty"`
 	// SavedAt is set by Save.

@@ -12,6 +12,7 @@
 package vcnomad
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -54,11 +55,15 @@ type Config struct {
 
 // Decider adapts vcround to engine snapshots and plans.
 type Decider struct {
-	cfg    Config
-	a      *cells.Allocator
-	s      *vcround.Scheduler
-	vcs    map[string]bool
-	warned map[string]bool
+	cfg Config
+	// engines by VC name, in spec order, and the opportunistic one (nil
+	// when none): their history is what MarshalHistory saves.
+	engines []vcround.VC
+	opp     *engine.Engine
+	a       *cells.Allocator
+	s       *vcround.Scheduler
+	vcs     map[string]bool
+	warned  map[string]bool
 	// node cells per top cell, in address order; node-cell bindings kept
 	// across rounds (selectors.go)
 	nodeCells map[string][]string
@@ -102,7 +107,7 @@ func New(cfg Config) (*Decider, error) {
 		cfg.NodeName = func(id string) string { return id }
 	}
 	d := &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
-		nodeCells: map[string][]string{}}
+		nodeCells: map[string][]string{}, engines: vcs, opp: opp}
 	for _, pg := range a.PhysicalGPUs() {
 		top, _, _ := strings.Cut(pg.Node, "/")
 		if l := d.nodeCells[top]; len(l) == 0 || l[len(l)-1] != pg.Node {
@@ -227,4 +232,63 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// history is the per-VC engines' history as an agent saves it.
+type history struct {
+	Kind          string                     `json:"kind"`
+	VCs           map[string]*engine.History `json:"vcs,omitempty"`
+	Opportunistic *engine.History            `json:"opportunistic,omitempty"`
+}
+
+const historyKind = "vcnomad"
+
+// MarshalHistory saves every VC engine's history (engine.History), so that
+// a restarted agent's engines decide as the stopped ones would have. The
+// cell layer's bindings are not in it: they are rebuilt from the running
+// placement.
+func (d *Decider) MarshalHistory() ([]byte, error) {
+	h := history{Kind: historyKind, VCs: map[string]*engine.History{}}
+	for _, vc := range d.engines {
+		h.VCs[vc.Name] = vc.Engine.History()
+	}
+	if d.opp != nil {
+		h.Opportunistic = d.opp.History()
+	}
+	return json.Marshal(h)
+}
+
+// UnmarshalHistory restores MarshalHistory's output: each VC's engine takes
+// its own history (a VC not in it starts fresh). It fails on another
+// decider's history or a VC whose policy changed.
+func (d *Decider) UnmarshalHistory(b []byte) error {
+	var h history
+	if err := json.Unmarshal(b, &h); err != nil {
+		return fmt.Errorf("vcnomad: history: %w", err)
+	}
+	if h.Kind != historyKind {
+		return fmt.Errorf("vcnomad: not a per-VC history (kind %q)", h.Kind)
+	}
+	// Check every policy first: all engines take their history, or none.
+	for _, vc := range d.engines {
+		if eh := h.VCs[vc.Name]; eh != nil && eh.Policy != vc.Engine.History().Policy {
+			return fmt.Errorf("vcnomad: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, vc.Engine.History().Policy)
+		}
+	}
+	if d.opp != nil && h.Opportunistic != nil && h.Opportunistic.Policy != d.opp.History().Policy {
+		return fmt.Errorf("vcnomad: opportunistic: history of policy %q", h.Opportunistic.Policy)
+	}
+	for _, vc := range d.engines {
+		if eh := h.VCs[vc.Name]; eh != nil {
+			if err := vc.Engine.SetHistory(eh); err != nil {
+				return fmt.Errorf("vcnomad: vc %s: %w", vc.Name, err)
+			}
+		}
+	}
+	if d.opp != nil && h.Opportunistic != nil {
+		if err := d.opp.SetHistory(h.Opportunistic); err != nil {
+			return fmt.Errorf("vcnomad: opportunistic: %w", err)
+		}
+	}
+	return nil
 }

@@ -126,3 +126,69 @@ func TestMissingGPUsAreBad(t *testing.T) {
 		t.Errorf("no warning about the missing GPUs")
 	}
 }
+
+// TestHistoryRoundTrip: a decider built from the same config takes another's
+// history (every VC engine's and the opportunistic one's) unchanged; a
+// single engine's history is refused.
+func TestHistoryRoundTrip(t *testing.T) {
+	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
+		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}}
+	mk := func() *Decider {
+		d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+			Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
+			ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
+			NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	s := &engine.Snapshot{}
+	for _, n := range []string{"node-a", "node-b"} {
+		for _, g := range []string{"g0", "g1"} {
+			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
+		}
+	}
+	tput := map[string]float64{"r0": 1, "r1": 2, "r2": 3, "p0": 1, "o0": 1}
+	for _, id := range []string{"r0", "r1", "r2", "p0", "o0"} {
+		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": tput[id]}, Weight: 1,
+			TotalSteps: 100, RemainingSteps: 100, ReceivedS: map[string]float64{}})
+	}
+	d1 := mk()
+	for r := 0; r < 3; r++ {
+		p, err := d1.Round(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			for _, a := range p.Assignments {
+				if a.Jobs[0] == j.ID {
+					rs := map[string]float64{}
+					for k, v := range j.ReceivedS {
+						rs[k] = v
+					}
+					rs["v100"] += 10
+					j.ReceivedS = rs
+				}
+			}
+		}
+		s.TimeS += 10
+		s.Running = p.Assignments
+	}
+	h, err := d1.MarshalHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2 := mk()
+	if err := d2.UnmarshalHistory(h); err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := d2.MarshalHistory()
+	if string(h) != string(h2) {
+		t.Errorf("history changed in a round trip:\n%s\n%s", h, h2)
+	}
+	if err := d2.UnmarshalHistory([]byte(`{"policy":"max_min_fairness_perf"}`)); err == nil {
+		t.Errorf("a single engine's history was taken by the per-VC decider")
+	}
+}

@@ -26,7 +26,7 @@ type simulateCmd struct {
 	base
 	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
 	perServer, jobs, maxActive                                              int
-	rate, round, preempt, maxTime                                           float64
+	rate, round, preempt, startCost, maxTime                                float64
 	seed                                                                    int64
 	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
 	vc                                                                      vcFlags
@@ -53,6 +53,7 @@ func newSimulate() *simulateCmd {
 	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
 	f.Float64Var(&c.preempt, "preemption-cost", 0, "seconds lost when a job (re)starts after running (checkpoint + restore)")
+	f.Float64Var(&c.startCost, "start-cost", 0, "seconds lost by every start on new GPUs, the first included (a real cluster's task start latency)")
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
 	c.vc.register(f)
@@ -114,7 +115,7 @@ func (c *simulateCmd) Run(args []string) int {
 	o := sim.Options{
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
-		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, MaxTimeS: c.maxTime,
+		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive,
 	}
 	var src sim.Source

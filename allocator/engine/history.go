@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// History is what the engine keeps between rounds that changes its later
+// decisions, beyond the cumulative received time a backend reports in every
+// snapshot: the allocation in force, each unit's received-time baseline at
+// the last recompute (the priority's denominator) and carried deficit, when
+// and on which jobs and GPUs the last recompute happened (a restarted
+// engine would otherwise recompute at once and reset every baseline),
+// finish-time fairness's running isolated time and the agnostic policies'
+// type-shuffle generator. An agent saves it with its durable state so that
+// a restarted allocator decides as the one that stopped would have.
+//
+// Not kept: the solver's warm-start hint (a recompute after a restart
+// starts cold; the optimum is the same, a degenerate LP may pick another
+// optimal vertex) and placement caches.
+type History struct {
+	Policy     string  `json:"policy"`
+	LastResetS float64 `json:"last_reset_s"`
+	ResetDone  bool    `json:"reset_done,omitempty"`
+	NeedUpdate bool    `json:"need_update,omitempty"`
+	// Jobs active and healthy GPUs in the last round (events are changes
+	// from them); GPUsSeen is false before the first round.
+	Jobs     []string `json:"jobs,omitempty"`
+	GPUs     []GPU    `json:"gpus,omitempty"`
+	GPUsSeen bool     `json:"gpus_seen,omitempty"`
+	// Allocation in force (nil before the first recompute).
+	Allocation *HistoryAllocation `json:"allocation,omitempty"`
+	// Units with a non-zero baseline or deficit.
+	Units []HistoryUnit `json:"units,omitempty"`
+	// Finish-time fairness: isolated time, throughput and steps done at the
+	// last recompute, per job.
+	IsoTimeS map[string]float64 `json:"iso_time_s,omitempty"`
+	IsoTput  map[string]float64 `json:"iso_tput,omitempty"`
+	IsoSteps map[string]float64 `json:"iso_steps,omitempty"`
+	Rounds   int                `json:"rounds,omitempty"`
+	// Shuffler is the type-shuffle generator's state (agnostic policies).
+	Shuffler []uint32 `json:"shuffler,omitempty"`
+}
+
+// HistoryAllocation is a policies.Allocation without its solve statistics.
+type HistoryAllocation struct {
+	Policy    string      `json:"policy"`
+	Types     []string    `json:"types"`
+	JobIDs    []string    `json:"job_ids"`
+	X         [][]float64 `json:"x"`
+	PairJobs  [][2]string `json:"pair_jobs,omitempty"`
+	PairX     [][]float64 `json:"pair_x,omitempty"`
+	Effective []float64   `json:"effective,omitempty"`
+	Objective *float64    `json:"objective,omitempty"`
+}
+
+// HistoryUnit is one unit's baseline and deficit per GPU type.
+type HistoryUnit struct {
+	Jobs     []string           `json:"jobs"`
+	BaseS    map[string]float64 `json:"base_s,omitempty"`
+	DeficitS map[string]float64 `json:"deficit_s,omitempty"`
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// History returns the engine's history (a deep copy).
+func (e *Engine) History() *History {
+	h := &History{Policy: e.canonical, LastResetS: e.lastReset, ResetDone: e.resetDone, NeedUpdate: e.needUpdate,
+		GPUs: slices.Clone(e.lastGPUs), GPUsSeen: e.gpusSeen, Rounds: e.rounds,
+		IsoTimeS: maps.Clone(e.isoTime), IsoTput: maps.Clone(e.isoTput), IsoSteps: maps.Clone(e.isoSteps)}
+	for id := range e.lastJobs {
+		h.Jobs = append(h.Jobs, id)
+	}
+	sort.Strings(h.Jobs)
+	if a := e.alloc; a != nil {
+		ha := &HistoryAllocation{Policy: a.Policy, Types: slices.Clone(a.Types), JobIDs: slices.Clone(a.JobIDs),
+			PairJobs: slices.Clone(a.PairJobs)}
+		for _, r := range a.X {
+			ha.X = append(ha.X, slices.Clone(r))
+		}
+		for _, r := range a.PairX {
+			ha.PairX = append(ha.PairX, slices.Clone(r))
+		}
+		ok := true
+		for _, v := range a.Effective {
+			ok = ok && finite(v)
+		}
+		if ok {
+			ha.Effective = slices.Clone(a.Effective)
+		}
+		if finite(a.Objective) {
+			o := a.Objective
+			ha.Objective = &o
+		}
+		h.Allocation = ha
+	}
+	keys := make([]ukey, 0, len(e.units))
+	for k, u := range e.units {
+		if len(u.base) > 0 || len(u.def) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b ukey) int {
+		if a[0] != b[0] {
+			if a[0] < b[0] {
+				return -1
+			}
+			return 1
+		}
+		if a[1] < b[1] {
+			return -1
+		}
+		if a[1] > b[1] {
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		u := e.units[k]
+		hu := HistoryUnit{Jobs: []string{k[0]}, BaseS: maps.Clone(u.base), DeficitS: maps.Clone(u.def)}
+		if k[1] != "" {
+			hu.Jobs = append(hu.Jobs, k[1])
+		}
+		h.Units = append(h.Units, hu)
+	}
+	if e.shuffle {
+		h.Shuffler = e.shuffler.State()
+	}
+	return h
+}
+
+// SetHistory replaces the engine's history with h (from History, possibly
+// of an engine that stopped). The engine must run the same policy.
+func (e *Engine) SetHistory(h *History) error {
+	if h == nil {
+		return nil
+	}
+	if h.Policy != e.canonical {
+		return fmt.Errorf("engine: history of policy %q, engine runs %q", h.Policy, e.canonical)
+	}
+	if len(h.Shuffler) > 0 && !e.shuffler.SetState(h.Shuffler) {
+		return fmt.Errorf("engine: bad shuffler state in history")
+	}
+	e.lastReset, e.resetDone, e.needUpdate, e.rounds = h.LastResetS, h.ResetDone, h.NeedUpdate, h.Rounds
+	e.lastJobs = make(map[string]bool, len(h.Jobs))
+	for _, id := range h.Jobs {
+		e.lastJobs[id] = true
+	}
+	e.lastGPUs, e.gpusSeen = slices.Clone(h.GPUs), h.GPUsSeen
+	e.layouts = nil
+	e.isoTime, e.isoTput, e.isoSteps = cloneOr(h.IsoTimeS), cloneOr(h.IsoTput), cloneOr(h.IsoSteps)
+	e.units = map[ukey]*unit{}
+	e.order, e.snapJobs, e.snapPairs, e.snapPairU = nil, nil, nil, nil
+	e.hint = nil
+	e.alloc, e.xIndex, e.typeIndex = nil, nil, nil
+	for _, hu := range h.Units {
+		var k ukey
+		switch len(hu.Jobs) {
+		case 1:
+			k = ukey{hu.Jobs[0], ""}
+		case 2:
+			k = ukey{hu.Jobs[0], hu.Jobs[1]}
+		default:
+			return fmt.Errorf("engine: history unit of %d jobs", len(hu.Jobs))
+		}
+		u := &unit{key: UnitKey(hu.Jobs), jobs: slices.Clone(hu.Jobs), base: maps.Clone(hu.BaseS), def: maps.Clone(hu.DeficitS)}
+		e.units[k] = u
+	}
+	if ha := h.Allocation; ha != nil {
+		a := &policies.Allocation{Policy: ha.Policy, Types: slices.Clone(ha.Types), JobIDs: slices.Clone(ha.JobIDs),
+			PairJobs: slices.Clone(ha.PairJobs), Effective: slices.Clone(ha.Effective)}
+		for _, r := range ha.X {
+			a.X = append(a.X, slices.Clone(r))
+		}
+		for _, r := range ha.PairX {
+			a.PairX = append(a.PairX, slices.Clone(r))
+		}
+		if len(a.X) != len(a.JobIDs) || len(a.PairX) != len(a.PairJobs) {
+			return fmt.Errorf("engine: history allocation: %d rows for %d jobs, %d for %d pairs",
+				len(a.X), len(a.JobIDs), len(a.PairX), len(a.PairJobs))
+		}
+		if ha.Objective != nil {
+			a.Objective = *ha.Objective
+		}
+		e.setAllocation(a) // also sets the units' X and quiet flags
+	} else {
+		for _, u := range e.units {
+			u.setQuiet()
+		}
+	}
+	return nil
+}
+
+func cloneOr(m map[string]float64) map[string]float64 {
+	if m == nil {
+		return map[string]float64{}
+	}
+	return maps.Clone(m)
+}
+
+// MarshalHistory is History as JSON (what an agent saves).
+func (e *Engine) MarshalHistory() ([]byte, error) { return json.Marshal(e.History()) }
+
+// UnmarshalHistory is SetHistory from MarshalHistory's JSON.
+func (e *Engine) UnmarshalHistory(b []byte) error {
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return fmt.Errorf("engine: history: %w", err)
+	}
+	return e.SetHistory(&h)
+}
