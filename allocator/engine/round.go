@@ -248,6 +248,14 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // selectUnits is the greedy selection: per type in order, candidates by
 // (priority, deficit, X) descending; a job runs at most once per round, a
 // unit only where its whole scale factor fits.
+//
+// Units with priority 0 on a type (no share of it) may take the GPUs left
+// over, except under FIFO. Gavel (GavelCompat) does that within the same
+// pass over types, so a job whose share is on a later type (Recommendation
+// models: P100, where they run twice as fast as on V100) takes a leftover
+// V100 first and can then no longer run where its share is. By default the
+// leftover GPUs are handed out in a second pass, after every type's
+// positive-priority units were chosen.
 func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
 	selected := map[string][]*candidate{}
 	stamp := e.rounds
@@ -257,9 +265,14 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 		}
 		return u.taken == stamp
 	}
-	for _, t := range order {
+	twoPass := !e.cfg.GavelCompat && !e.fifo
+	pass := func(t string, leftover bool) {
 		e.candidates(t, func(c *candidate) bool {
 			if free[t] == 0 {
+				return false
+			}
+			if c.priority <= 0 && (e.fifo || (twoPass && !leftover)) {
+				// Ranked by priority first: the rest are priority 0 too.
 				return false
 			}
 			u := c.u
@@ -268,9 +281,6 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			}
 			tp := u.tput(t)
 			if tp[0] <= 0 || (u.isPair() && tp[1] <= 0) {
-				return true
-			}
-			if e.fifo && c.priority <= 0 {
 				return true
 			}
 			if u.sf > free[t] {
@@ -285,6 +295,14 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			selected[t] = append(selected[t], c)
 			return true
 		})
+	}
+	for _, t := range order {
+		pass(t, false)
+	}
+	if twoPass {
+		for _, t := range order {
+			pass(t, true)
+		}
 	}
 	return selected
 }
