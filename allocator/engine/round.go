@@ -253,9 +253,12 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // over, except under FIFO. Gavel (GavelCompat) does that within the same
 // pass over types, so a job whose share is on a later type (Recommendation
 // models: P100, where they run twice as fast as on V100) takes a leftover
-// V100 first and can then no longer run where its share is. By default the
-// leftover GPUs are handed out in a second pass, after every type's
-// positive-priority units were chosen.
+// V100 first and can then no longer run where its share is, and a pair
+// with no share (ranked above its own jobs once they have a negative
+// deficit) takes one leftover GPU while GPUs that could run both jobs alone
+// stay idle. By default the leftover GPUs are handed out after every type's
+// positive-priority units were chosen, to single jobs first and only then
+// to pairs.
 func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
 	selected := map[string][]*candidate{}
 	stamp := e.rounds
@@ -265,18 +268,26 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 		}
 		return u.taken == stamp
 	}
-	twoPass := !e.cfg.GavelCompat && !e.fifo
-	pass := func(t string, leftover bool) {
+	const (
+		all       = iota // Gavel's single pass
+		shares           // positive priority only
+		leftJobs         // priority 0, single jobs
+		leftPairs        // priority 0, pairs
+	)
+	pass := func(t string, mode int) {
+		if free[t] == 0 {
+			return
+		}
 		e.candidates(t, func(c *candidate) bool {
 			if free[t] == 0 {
 				return false
 			}
-			if c.priority <= 0 && (e.fifo || (twoPass && !leftover)) {
+			if c.priority <= 0 && (e.fifo || mode == shares) {
 				// Ranked by priority first: the rest are priority 0 too.
 				return false
 			}
 			u := c.u
-			if busy(u) {
+			if busy(u) || (mode == leftJobs && u.isPair()) || (mode == leftPairs && !u.isPair()) {
 				return true
 			}
 			tp := u.tput(t)
@@ -296,12 +307,18 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			return true
 		})
 	}
-	for _, t := range order {
-		pass(t, false)
-	}
-	if twoPass {
+	if e.cfg.GavelCompat || e.fifo {
 		for _, t := range order {
-			pass(t, true)
+			pass(t, all)
+		}
+		return selected
+	}
+	for _, mode := range []int{shares, leftJobs, leftPairs} {
+		if mode == leftPairs && !e.packing {
+			break
+		}
+		for _, t := range order {
+			pass(t, mode)
 		}
 	}
 	return selected
