@@ -258,7 +258,10 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // deficit) takes one leftover GPU while GPUs that could run both jobs alone
 // stay idle. By default the leftover GPUs are handed out after every type's
 // positive-priority units were chosen, to single jobs first and only then
-// to pairs.
+// to pairs. Agnostic policies keep the single pass: their type order is
+// shuffled every round (as in Gavel) and their shares' split over types is
+// a type-blind LP's tie-break, so following it first only loses the
+// shuffle's spread (agnostic LAS at 2.4 jobs/h: 28.2 h instead of 23.1 h).
 func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
 	selected := map[string][]*candidate{}
 	stamp := e.rounds
@@ -307,7 +310,7 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			return true
 		})
 	}
-	if e.cfg.GavelCompat || e.fifo {
+	if e.cfg.GavelCompat || e.fifo || e.shuffle {
 		for _, t := range order {
 			pass(t, all)
 		}
