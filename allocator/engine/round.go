@@ -250,6 +250,20 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // selectUnits is the greedy selection: per type in order, candidates by
 // (priority, deficit, X) descending; a job runs at most once per round, a
 // unit only where its whole scale factor fits.
+//
+// Units with priority 0 on a type (no share of it) may take the GPUs left
+// over, except under FIFO. Gavel (GavelCompat) does that within the same
+// pass over types, so a job whose share is on a later type (Recommendation
+// models: P100, where they run twice as fast as on V100) takes a leftover
+// V100 first and can then no longer run where its share is, and a pair
+// with no share (ranked above its own jobs once they have a negative
+// deficit) takes one leftover GPU while GPUs that could run both jobs alone
+// stay idle. By default the leftover GPUs are handed out after every type's
+// positive-priority units were chosen, to single jobs first and only then
+// to pairs. Agnostic policies keep the single pass: their type order is
+// shuffled every round (as in Gavel) and their shares' split over types is
+// a type-blind LP's tie-break, so following it first only loses the
+// shuffle's spread (agnostic LAS at 2.4 jobs/h: 28.2 h instead of 23.1 h).
 func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
 	selected := map[string][]*candidate{}
 	stamp := e.rounds
@@ -259,20 +273,30 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 		}
 		return u.taken == stamp
 	}
-	for _, t := range order {
+	const (
+		all       = iota // Gavel's single pass
+		shares           // positive priority only
+		leftJobs         // priority 0, single jobs
+		leftPairs        // priority 0, pairs
+	)
+	pass := func(t string, mode int) {
+		if free[t] == 0 {
+			return
+		}
 		e.candidates(t, func(c *candidate) bool {
 			if free[t] == 0 {
 				return false
 			}
+			if c.priority <= 0 && (e.fifo || mode == shares) {
+				// Ranked by priority first: the rest are priority 0 too.
+				return false
+			}
 			u := c.u
-			if busy(u) {
+			if busy(u) || (mode == leftJobs && u.isPair()) || (mode == leftPairs && !u.isPair()) {
 				return true
 			}
 			tp := u.tput(t)
 			if tp[0] <= 0 || (u.isPair() && tp[1] <= 0) {
-				return true
-			}
-			if e.fifo && c.priority <= 0 {
 				return true
 			}
 			if u.sf > free[t] {
@@ -287,6 +311,20 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			selected[t] = append(selected[t], c)
 			return true
 		})
+	}
+	if e.cfg.GavelCompat || e.fifo || e.shuffle {
+		for _, t := range order {
+			pass(t, all)
+		}
+		return selected
+	}
+	for _, mode := range []int{shares, leftJobs, leftPairs} {
+		if mode == leftPairs && !e.packing {
+			break
+		}
+		for _, t := range order {
+			pass(t, mode)
+		}
 	}
 	return selected
 }
