@@ -217,6 +217,9 @@ type instance struct {
 	// seedPrices warm-start the decomposition (from a Hint); the solver
 	// leaves what it learned for the next Hint in learnedPrices.
 	seedPrices, learnedPrices [][]float64
+	// seedPairs and learnedPairs do the same for space sharing: the pair
+	// columns (by job ids and type) that had a share in the last solve.
+	seedPairs, learnedPairs []pairCol
 
 	pairA, pairB []int          // job indices of each pair
 	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)
@@ -282,6 +285,9 @@ func newInstance(p *Problem) *instance {
 	}
 	return in
 }
+
+// pairCol names a pair column across solves: the pair's job ids and a type.
+type pairCol struct{ a, b, typ string }
 
 func (in *instance) n() int { return len(in.ids) }
 func (in *instance) k() int { return len(in.types) }

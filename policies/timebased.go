@@ -60,9 +60,17 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 		setFromGPUTime(a, in, res.r)
 		return res.t, nil
 	}
-	res, pr, err := mm.solveLP(pairs)
+	res, pr, err := mm.solveLPFrom(pairs, seedPairCols(in))
 	if err != nil {
 		return 0, err
+	}
+	in.learnedPairs = in.learnedPairs[:0]
+	for q := range pr {
+		for j, v := range pr[q] {
+			if v > 0 {
+				in.learnedPairs = append(in.learnedPairs, pairCol{in.ids[in.pairA[q]], in.ids[in.pairB[q]], in.types[j]})
+			}
+		}
 	}
 	setFromGPUTime(a, in, res.r)
 	for q := range pr {
@@ -222,4 +230,45 @@ func finishTimeFairness(name string, in *instance, tput [][]float64, packed bool
 	fillLeftover(best, in, bestMM.e)
 	best.Objective = hi
 	return best, nil
+}
+
+// seedPairCols maps the hint's pair columns onto this instance's pairs (those
+// whose jobs and type are still there): the restricted LP starts with them,
+// which warm-starts column generation across consecutive recomputes.
+func seedPairCols(in *instance) [][2]int {
+	if len(in.seedPairs) == 0 || len(in.pairA) == 0 {
+		return nil
+	}
+	job := make(map[string]int, in.n())
+	for m, id := range in.ids {
+		job[id] = m
+	}
+	typ := make(map[string]int, in.k())
+	for j, t := range in.types {
+		typ[t] = j
+	}
+	type ref struct{ b, j int }
+	byA := make([][]ref, in.n())
+	any := false
+	for _, c := range in.seedPairs {
+		a, okA := job[c.a]
+		b, okB := job[c.b]
+		j, okT := typ[c.typ]
+		if okA && okB && okT {
+			byA[a] = append(byA[a], ref{b, j})
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	var seed [][2]int
+	for q, a := range in.pairA {
+		for _, r := range byA[a] {
+			if r.b == in.pairB[q] {
+				seed = append(seed, [2]int{q, r.j})
+			}
+		}
+	}
+	return seed
 }
