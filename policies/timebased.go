@@ -30,10 +30,11 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 	if len(in.pairA) == 0 {
 		return nil
 	}
-	pr := &pairRates{a: in.pairA, b: in.pairB}
+	pr := &pairRates{a: in.pairA, b: in.pairB, sf: make([]float64, 0, len(in.pairA)),
+		rateA: rows(len(in.pairA), in.k()), rateB: rows(len(in.pairA), in.k())}
 	for q := range in.pairA {
 		a, b := in.pairA[q], in.pairB[q]
-		ra, rb := make([]float64, in.k()), make([]float64, in.k())
+		ra, rb := pr.rateA[q], pr.rateB[q]
 		for j := range in.types {
 			if da := divisor(a); da > 0 && in.counts[j] > 0 {
 				ra[j] = in.pairT[q][j][0] / da
@@ -43,8 +44,6 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 			}
 		}
 		pr.sf = append(pr.sf, in.sf[a])
-		pr.rateA = append(pr.rateA, ra)
-		pr.rateB = append(pr.rateB, rb)
 	}
 	return pr
 }
