@@ -73,6 +73,7 @@ type Engine struct {
 	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
 	spareU    []*unit
 	stamp     int
+	candBufs  map[string]*candBuf // per type, reused every round
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64

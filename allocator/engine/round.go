@@ -324,25 +324,46 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 	if e.cfg.GavelCompat {
 		credit = e.cfg.RoundS / 2
 	}
+	// Buffers are reused from round to round (the yielded candidates are
+	// read only within the round); one per type, as selection holds
+	// every type's selected candidates until placement.
+	if e.candBufs == nil {
+		e.candBufs = map[string]*candBuf{}
+	}
+	cb := e.candBufs[t]
+	if cb == nil {
+		cb = &candBuf{}
+		e.candBufs[t] = cb
+	}
+	n := len(e.order)
+	if cap(cb.recv) < n {
+		cb.recv = make([]float64, n)
+		cb.triv = make([]bool, n)
+	}
+	recv, triv := cb.recv[:n], cb.triv[:n]
 	total := 0.0
-	recv := make([]float64, len(e.order))
-	var trivial []*unit
+	nTriv := 0
 	for i, u := range e.order {
-		if u.trivial() {
+		triv[i] = u.trivial()
+		if triv[i] {
 			recv[i] = 0 + credit
-			trivial = append(trivial, u)
+			nTriv++
 		} else {
 			recv[i] = u.cum[t] - u.base[t] + credit
 		}
 		total += recv[i]
 	}
-	ranked := make([]*candidate, 0, len(e.order)-len(trivial))
+	ti, hasT := e.typeIndex[t]
+	ranked := cb.ranked[:0]
 	for i, u := range e.order {
-		if u.trivial() {
+		if triv[i] {
 			continue
 		}
-		x := e.x(u, t)
-		c := &candidate{u: u, x: x, deficit: u.def[t]}
+		x := 0.0
+		if hasT && u.xrow != nil {
+			x = u.xrow[ti]
+		}
+		c := candidate{u: u, x: x, deficit: u.def[t]}
 		tp := u.tput(t)
 		switch {
 		case x == 0 || tp[0] <= 0 || (u.isPair() && tp[1] <= 0):
@@ -354,25 +375,45 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 		}
 		ranked = append(ranked, c)
 	}
-	slices.SortFunc(ranked, byRank)
+	cb.ranked = ranked
+	slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
+	// Trivial units' candidates are made only when visited.
+	trivs := cb.trivs[:0]
+	if cap(trivs) < nTriv {
+		trivs = make([]candidate, 0, nTriv)
+	}
 	i, k := 0, 0
-	for i < len(ranked) || k < len(trivial) {
+	for i < len(ranked) || nTriv > 0 {
 		var c *candidate
-		if k < len(trivial) {
-			tc := &candidate{u: trivial[k]}
-			if i >= len(ranked) || byRank(tc, ranked[i]) < 0 {
-				c = tc
+		if nTriv > 0 {
+			for !triv[k] {
 				k++
+			}
+			tc := candidate{u: e.order[k]}
+			if i >= len(ranked) || byRank(&tc, &ranked[i]) < 0 {
+				trivs = append(trivs, tc)
+				c = &trivs[len(trivs)-1]
+				k++
+				nTriv--
 			}
 		}
 		if c == nil {
-			c = ranked[i]
+			c = &ranked[i]
 			i++
 		}
 		if !yield(c) {
-			return
+			break
 		}
 	}
+	cb.trivs = trivs
+}
+
+// candBuf is one type's reusable buffers for candidates.
+type candBuf struct {
+	recv   []float64
+	triv   []bool
+	ranked []candidate
+	trivs  []candidate
 }
 
 // place assigns GPUs per type, units in decreasing scale factor: first a
