@@ -74,6 +74,9 @@ type Engine struct {
 	spareU    []*unit
 	stamp     int
 	candBufs  map[string]*candBuf // per type, reused every round
+	// zGen changes whenever a unit's deficit, share or position may have
+	// (recompute, new unit order): candidates' cached order is then stale.
+	zGen, zBuild int
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64
@@ -254,6 +257,7 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 		u.setX(e.xIndex, k)
 		u.setQuiet()
 	}
+	e.zGen++
 }
 
 // x is the unit's share of type typ in the allocation in force.
@@ -296,6 +300,7 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 			delete(e.units, k)
 		}
 	}
+	e.zGen++
 }
 
 func typeNames(gpus []GPU) []string {
