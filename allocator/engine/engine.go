@@ -74,9 +74,10 @@ type Engine struct {
 	spareU    []*unit
 	stamp     int
 	candBufs  map[string]*candBuf // per type, reused every round
-	// zGen changes whenever a unit's deficit, share or position may have
-	// (recompute, new unit order): candidates' cached order is then stale.
-	zGen, zBuild int
+	// zKeyGen changes whenever units' deficits or shares may have
+	// (recompute), zGen when the units or their order did: candidates'
+	// cached order is then stale.
+	zGen, zKeyGen, zBuild int
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64
@@ -257,7 +258,7 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 		u.setX(e.xIndex, k)
 		u.setQuiet()
 	}
-	e.zGen++
+	e.zKeyGen++
 }
 
 // x is the unit's share of type typ in the allocation in force.
@@ -300,7 +301,7 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 			delete(e.units, k)
 		}
 	}
-	e.zGen++
+	e.zKeyGen++
 }
 
 func typeNames(gpus []GPU) []string {

@@ -361,7 +361,23 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 	// the next recompute or change of units: their sorted order is kept
 	// from round to round, and only the units with a priority are sorted.
 	ti, hasT := e.typeIndex[t]
-	zValid := cb.zGen == e.zGen && cb.zBuilt
+	if cb.zBuilt && cb.zKeyGen == e.zKeyGen && cb.zGen != e.zGen {
+		// Only the units changed (arrivals, departures): keys are the
+		// same, so drop the units that left and keep the order, which a
+		// backend listing jobs in arrival order preserves (checked).
+		z := cb.z[:0]
+		for _, c := range cb.z {
+			if c.u.seen == e.stamp {
+				z = append(z, c)
+			}
+		}
+		clear(cb.z[len(z):])
+		if !slices.IsSortedFunc(z, func(a, b candidate) int { return byRank(&a, &b) }) {
+			slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
+		}
+		cb.z, cb.zGen = z, e.zGen
+	}
+	zValid := cb.zBuilt && cb.zGen == e.zGen && cb.zKeyGen == e.zKeyGen
 	nZ := 0
 	ranked := cb.ranked[:0]
 	for i, u := range e.order {
@@ -413,7 +429,7 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 			u.zMark[cb.id] = e.zBuild
 		}
 		slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
-		cb.z, cb.zGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zBuild, true
+		cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, e.zBuild, true
 	}
 	zs := cb.z
 	// Trivial units' candidates are made only when visited.
@@ -465,18 +481,19 @@ const (
 )
 
 // candBuf is one type's reusable buffers for candidates, and its cached
-// sorted non-trivial priority-0 candidates (valid while zGen is the
-// engine's; zBuild marks the members, in unit.zMark[id]).
+// sorted non-trivial priority-0 candidates (valid while zGen and zKeyGen
+// are the engine's; zBuild marks the members, in unit.zMark[id]).
 type candBuf struct {
-	id     int
-	recv   []float64
-	class  []uint8
-	ranked []candidate
-	trivs  []candidate
-	z      []candidate
-	zGen   int
-	zBuild int
-	zBuilt bool
+	id      int
+	recv    []float64
+	class   []uint8
+	ranked  []candidate
+	trivs   []candidate
+	z       []candidate
+	zGen    int
+	zKeyGen int
+	zBuild  int
+	zBuilt  bool
 }
 
 // place assigns GPUs per type, units in decreasing scale factor: first a
