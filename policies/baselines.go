@@ -253,14 +253,16 @@ func gandiva(in *instance, seed int64) *Allocation {
 	for _, c := range in.counts {
 		total += c
 	}
-	pairOf := map[[2]int]int{}
-	for q := range in.pairA {
-		pairOf[[2]int{in.pairA[q], in.pairB[q]}] = q
-		pairOf[[2]int{in.pairB[q], in.pairA[q]}] = q
-	}
 	var units []unit
 	used := make([]bool, in.n())
 	if requested > total && len(in.pairA) > 0 {
+		// The pair index is built only when pairing happens: it is
+		// quadratic in the jobs.
+		pairOf := make(map[[2]int]int, 2*len(in.pairA))
+		for q := range in.pairA {
+			pairOf[[2]int{in.pairA[q], in.pairB[q]}] = q
+			pairOf[[2]int{in.pairB[q], in.pairA[q]}] = q
+		}
 		rng := rand.New(rand.NewSource(seed))
 		perm := rng.Perm(in.n())
 		for i, x := range perm {

@@ -219,3 +219,102 @@ func TestPackingHelps(t *testing.T) {
 		t.Errorf("makespan packed %g (pair %v) vs alone %g", mk.Objective, mk.PairX, mkAlone.Objective)
 	}
 }
+
+// The incremental restricted LP (kept in Clp, columns added, re-solved from
+// the last basis) reaches the same optimum as rebuilding it every pass, cold
+// and when started from an earlier solve's pair columns, as the engine's
+// warm start does through a Hint.
+func TestPackedIncrementalMatchesCold(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := 0; trial < 12; trial++ {
+		n := 10 + rng.Intn(60)
+		p := randomProblem(rng, n, 2+rng.Intn(n/2))
+		addPairs(rng, p, n)
+		in := newInstance(p)
+		mm := lasProblem(in, in.tput)
+		share := make([]float64, n)
+		for m := range share {
+			share[m] = in.equalShareThroughput(m)
+		}
+		pairs := pairRatesFor(in, func(m int) float64 { return share[m] })
+		if pairs == nil {
+			continue
+		}
+		ref, _, err := mm.solveLPFromCold(pairs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, pr, err := mm.solveLPFrom(pairs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got.t-ref.t) > 1e-7*math.Max(1, ref.t) {
+			t.Fatalf("trial %d (n=%d): incremental t=%.10g, cold t=%.10g", trial, n, got.t, ref.t)
+		}
+		// Warm: seeded with the pair columns that had a share, on the
+		// problem with a few jobs gone (their pairs drop out).
+		var seed [][2]int
+		for q := range pr {
+			for j, v := range pr[q] {
+				if v > 0 {
+					seed = append(seed, [2]int{q, j})
+				}
+			}
+		}
+		if len(seed) == 0 {
+			t.Fatalf("trial %d: no pair used", trial)
+		}
+		warm, _, err := mm.solveLPFrom(pairs, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(warm.t-ref.t) > 1e-7*math.Max(1, ref.t) {
+			t.Fatalf("trial %d (n=%d): seeded t=%.10g, cold t=%.10g", trial, n, warm.t, ref.t)
+		}
+		// Through the public API: a hint from the full problem, then the
+		// problem without its first three jobs.
+		_, h, err := SolveWithHint("max_min_fairness_packed", p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == nil || len(h.pairs) == 0 {
+			t.Fatalf("trial %d: packed solve left no pair columns in its hint", trial)
+		}
+		q := *p
+		q.Jobs = p.Jobs[3:]
+		q.Pairs = nil
+		for _, pp := range p.Pairs {
+			if pp.Jobs[0] != "j0" && pp.Jobs[0] != "j1" && pp.Jobs[0] != "j2" {
+				q.Pairs = append(q.Pairs, pp)
+			}
+		}
+		hinted, _, err := SolveWithHint("max_min_fairness_packed", &q, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cold, err := Solve("max_min_fairness_packed", &q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(hinted.Objective-cold.Objective) > 1e-7*math.Max(1, cold.Objective) {
+			t.Fatalf("trial %d: hinted objective %.10g, cold %.10g", trial, hinted.Objective, cold.Objective)
+		}
+		qin := newInstance(&q)
+		qin.seedPairs = h.pairs
+		if len(seedPairCols(qin)) == 0 {
+			t.Fatalf("trial %d: none of the hint's %d pair columns mapped onto the smaller problem", trial, len(h.pairs))
+		}
+		qmm := lasProblem(qin, qin.tput)
+		qshare := make([]float64, qin.n())
+		for m := range qshare {
+			qshare[m] = qin.equalShareThroughput(m)
+		}
+		qref, _, err := qmm.solveLPFromCold(pairRatesFor(qin, func(m int) float64 { return qshare[m] }), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(hinted.Objective-qref.t) > 1e-7*math.Max(1, qref.t) {
+			t.Fatalf("trial %d: hinted objective %.10g, cold reference LP %.10g", trial, hinted.Objective, qref.t)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/rondo-sched/rondo/policies/lp"
@@ -27,10 +29,10 @@ func (p *maxMin) solveLP(pairs *pairRates) (*maxMinResult, [][]float64, error) {
 	return p.solveLPFrom(pairs, nil)
 }
 
-// solveLPFrom starts the restricted LP with the given pair columns (pair,
-// type): with floors that were reached using pairs, the LP without them can
-// be infeasible.
-func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
+// solveLPFromCold is solveLPFrom rebuilding and solving the restricted LP
+// from scratch at every column-generation pass: the reference the
+// incremental solveLPFrom is tested against.
+func (p *maxMin) solveLPFromCold(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
 	n, k := len(p.e), len(p.capacity)
 	var inModel map[[2]int]bool
 	var active [][2]int // (pair, type) columns in the restricted LP
@@ -210,4 +212,241 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 		}
 		return res, pr, nil
 	}
+}
+
+// solveLPFrom starts the restricted LP with the given pair columns (pair,
+// type): with floors that were reached using pairs, the LP without them can
+// be infeasible. The restricted LP stays loaded in Clp across the
+// column-generation passes: each pass adds the new pair columns and
+// re-solves from the last optimal basis (solveLPFromCold rebuilds it).
+func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
+	n, k := len(p.e), len(p.capacity)
+	var inModel []bool  // pair*k + type
+	var active [][2]int // (pair, type) columns in the restricted LP, in column order
+	if pairs != nil {
+		inModel = make([]bool, len(pairs.a)*k)
+		for _, c := range seed {
+			if !inModel[c[0]*k+c[1]] {
+				inModel[c[0]*k+c[1]] = true
+				active = append(active, c)
+			}
+		}
+	}
+	var m lp.Model
+	tVar := m.AddVar(0, lp.Inf, 1)
+	m.Maximize()
+	xVar := make([][]int, n)
+	for i := 0; i < n; i++ {
+		xVar[i] = make([]int, k)
+		for j := 0; j < k; j++ {
+			xVar[i][j] = -1
+			if p.e[i][j] > 0 && p.capacity[j] > 0 {
+				xVar[i][j] = m.AddVar(0, p.cap[i], 0) // GPU time r
+			}
+		}
+	}
+	yVar := make([]int, len(active))
+	for c, pj := range active {
+		yVar[c] = m.AddVar(0, pairs.sf[pj[0]], 0)
+	}
+	// Per-job rows: time, level ≥ w·t, level ≥ floor.
+	timeRow := make([]int, n)
+	levelRow := make([]int, n)
+	floorRow := make([]int, n)
+	idxT := make([][]int, n)
+	valT := make([][]float64, n)
+	idxL := make([][]int, n)
+	valL := make([][]float64, n)
+	for i := 0; i < n; i++ {
+		for j := 0; j < k; j++ {
+			if v := xVar[i][j]; v >= 0 {
+				idxT[i] = append(idxT[i], v)
+				valT[i] = append(valT[i], 1)
+				idxL[i] = append(idxL[i], v)
+				valL[i] = append(valL[i], p.e[i][j])
+			}
+		}
+	}
+	for c, pj := range active {
+		q, j := pj[0], pj[1]
+		for _, side := range [2]struct {
+			job  int
+			rate float64
+		}{{pairs.a[q], pairs.rateA[q][j]}, {pairs.b[q], pairs.rateB[q][j]}} {
+			idxT[side.job] = append(idxT[side.job], yVar[c])
+			valT[side.job] = append(valT[side.job], 1)
+			idxL[side.job] = append(idxL[side.job], yVar[c])
+			valL[side.job] = append(valL[side.job], side.rate)
+		}
+	}
+	for i := 0; i < n; i++ {
+		timeRow[i] = m.AddRow(idxT[i], valT[i], -lp.Inf, p.cap[i])
+		levelRow[i] = -1
+		if p.w[i] > 0 {
+			levelRow[i] = m.AddRow(append(idxL[i], tVar), append(valL[i], -p.w[i]), 0, lp.Inf)
+		}
+		floorRow[i] = -1
+		if p.floor[i] > 0 {
+			floorRow[i] = m.AddRow(idxL[i], valL[i], p.floor[i], lp.Inf)
+		}
+	}
+	capRow := make([]int, k)
+	for j := 0; j < k; j++ {
+		var idx []int
+		var val []float64
+		for i := 0; i < n; i++ {
+			if v := xVar[i][j]; v >= 0 {
+				idx = append(idx, v)
+				val = append(val, 1)
+			}
+		}
+		for c, pj := range active {
+			if pj[1] == j {
+				idx = append(idx, yVar[c])
+				val = append(val, 1)
+			}
+		}
+		capRow[j] = m.AddRow(idx, val, -lp.Inf, p.capacity[j])
+	}
+	// t is bounded by the jobs' own best levels; without any weighted job
+	// the program only checks floors.
+	anyW := false
+	for i := range p.w {
+		anyW = anyW || p.w[i] > 0
+	}
+	if !anyW {
+		m.SetObj(tVar, 0)
+	}
+	live, err := m.Load()
+	if err != nil {
+		return nil, nil, fmt.Errorf("max-min LP: %w", err)
+	}
+	defer live.Close()
+	type cand struct {
+		q, j int
+		rc   float64
+	}
+	var cands []cand
+	var newCols []lp.Column
+	for iter := 0; ; iter++ {
+		sol, err := live.Solve()
+		if err != nil {
+			return nil, nil, fmt.Errorf("max-min LP: %w", err)
+		}
+		if pairs != nil {
+			// Price every (pair, type) not yet in the model.
+			d := sol.Duals
+			cands = cands[:0]
+			for q := range pairs.a {
+				a, b := pairs.a[q], pairs.b[q]
+				// Reduced cost c − Σ_i y_i·a_i with y = ∂objective/∂rhs
+				// (lp's convention): per unit of GPU time the column uses
+				// a's and b's time rows and capacity j (coefficient 1) and
+				// adds rate to both level rows (whose duals are ≤ 0:
+				// raising a floor can only cost). Same pricing as
+				// solveLPFromCold.
+				base := -d[timeRow[a]] - d[timeRow[b]]
+				la, lb := 0.0, 0.0
+				if levelRow[a] >= 0 {
+					la = d[levelRow[a]]
+				}
+				if levelRow[b] >= 0 {
+					lb = d[levelRow[b]]
+				}
+				ra, rb := pairs.rateA[q], pairs.rateB[q]
+				for j := 0; j < k; j++ {
+					if inModel[q*k+j] || p.capacity[j] <= 0 {
+						continue
+					}
+					if ra[j] <= 0 && rb[j] <= 0 {
+						continue
+					}
+					rc := base - d[capRow[j]]
+					if levelRow[a] >= 0 {
+						rc -= la * ra[j]
+					}
+					if levelRow[b] >= 0 {
+						rc -= lb * rb[j]
+					}
+					if rc > 1e-9 {
+						cands = append(cands, cand{q, j, rc})
+					}
+				}
+			}
+			if len(cands) > 0 {
+				slices.SortFunc(cands, func(x, y cand) int {
+					if x.rc != y.rc {
+						return cmp.Compare(y.rc, x.rc)
+					}
+					if x.q != y.q {
+						return cmp.Compare(x.q, y.q)
+					}
+					return cmp.Compare(x.j, y.j)
+				})
+				limit := max(200, n)
+				newCols = newCols[:0]
+				for i, c := range cands {
+					if i >= limit {
+						break
+					}
+					inModel[c.q*k+c.j] = true
+					active = append(active, [2]int{c.q, c.j})
+					yVar = append(yVar, live.NumVars()+len(newCols))
+					newCols = append(newCols, p.pairColumn(pairs, c.q, c.j, timeRow, levelRow, floorRow, capRow))
+				}
+				if err := live.AddColumns(newCols); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
+		}
+		res := &maxMinResult{t: sol.X[tVar], passes: iter + 1, r: make([][]float64, n)}
+		if !anyW {
+			res.t = math.Inf(1)
+		}
+		for i := 0; i < n; i++ {
+			res.r[i] = make([]float64, k)
+			for j := 0; j < k; j++ {
+				if v := xVar[i][j]; v >= 0 {
+					res.r[i][j] = sol.X[v]
+				}
+			}
+		}
+		var pr [][]float64
+		if pairs != nil {
+			pr = make([][]float64, len(pairs.a))
+			for q := range pr {
+				pr[q] = make([]float64, k)
+			}
+			for c, pj := range active {
+				pr[pj[0]][pj[1]] = sol.X[yVar[c]]
+			}
+		}
+		return res, pr, nil
+	}
+}
+
+// pairColumn is pair q's variable on type j (GPU time, at most the pair's
+// scale factor): it uses both jobs' time rows and capacity j, and adds each
+// job's rate to its level and floor rows.
+func (p *maxMin) pairColumn(pairs *pairRates, q, j int, timeRow, levelRow, floorRow, capRow []int) lp.Column {
+	c := lp.Column{Lo: 0, Up: pairs.sf[q]}
+	for _, side := range [2]struct {
+		job  int
+		rate float64
+	}{{pairs.a[q], pairs.rateA[q][j]}, {pairs.b[q], pairs.rateB[q][j]}} {
+		c.Rows = append(c.Rows, timeRow[side.job])
+		c.Vals = append(c.Vals, 1)
+		if r := levelRow[side.job]; r >= 0 {
+			c.Rows = append(c.Rows, r)
+			c.Vals = append(c.Vals, side.rate)
+		}
+		if r := floorRow[side.job]; r >= 0 {
+			c.Rows = append(c.Rows, r)
+			c.Vals = append(c.Vals, side.rate)
+		}
+	}
+	c.Rows = append(c.Rows, capRow[j])
+	c.Vals = append(c.Vals, 1)
+	return c
 }

@@ -254,3 +254,70 @@ func TestAllocationJSON(t *testing.T) {
 		t.Fatalf("bad values: %s", b)
 	}
 }
+
+// Gandiva pairs jobs only when more GPUs are requested than exist, each job
+// at most once, and only pairs that do not lose throughput.
+func TestGandivaPairsOnlyWhenOversubscribed(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for trial := 0; trial < 10; trial++ {
+		n := 6 + rng.Intn(30)
+		gpus := 3 + rng.Intn(2*n)
+		p := randomProblem(rng, n, gpus)
+		addPairs(rng, p, n)
+		// Half the pairs gain throughput.
+		for i := range p.Pairs {
+			if i%2 == 0 {
+				for ty, v := range p.Pairs[i].Throughput {
+					p.Pairs[i].Throughput[ty] = [2]float64{v[0] * 2, v[1] * 2}
+				}
+			}
+		}
+		a, err := Solve("gandiva", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := newInstance(p)
+		requested, total := 0.0, 0.0
+		for m := range in.sf {
+			requested += in.sf[m]
+		}
+		for _, c := range in.counts {
+			total += c
+		}
+		inPairs := map[string]int{}
+		used := 0
+		for q, row := range a.PairX {
+			share := 0.0
+			for _, v := range row {
+				share += v
+			}
+			if share == 0 {
+				continue
+			}
+			used++
+			inPairs[a.PairJobs[q][0]]++
+			inPairs[a.PairJobs[q][1]]++
+			ratio := 0.0
+			for j := range in.types {
+				pa, pb := in.pairA[q], in.pairB[q]
+				if in.tput[pa][j] > 0 && in.tput[pb][j] > 0 {
+					ratio += in.pairT[q][j][0]/in.tput[pa][j] + in.pairT[q][j][1]/in.tput[pb][j]
+				}
+			}
+			if ratio < 1 {
+				t.Fatalf("trial %d: pair %v with throughput ratio %g < 1", trial, a.PairJobs[q], ratio)
+			}
+		}
+		for id, c := range inPairs {
+			if c > 1 {
+				t.Fatalf("trial %d: job %s in %d pairs", trial, id, c)
+			}
+		}
+		if requested <= total && used > 0 {
+			t.Fatalf("trial %d: %d pairs used with %g GPUs requested of %g", trial, used, requested, total)
+		}
+		if requested > 2*total && used == 0 {
+			t.Fatalf("trial %d: no pair used with %g GPUs requested of %g", trial, requested, total)
+		}
+	}
+}

@@ -112,79 +112,80 @@ func (p *Problem) Validate() error {
 	}
 	seen := make(map[string]bool, len(p.Jobs))
 	for i, j := range p.Jobs {
-		where := fmt.Sprintf("jobs[%d]", i)
 		if j.ID == "" {
-			return fmt.Errorf("%s.id: empty", where)
+			return fmt.Errorf("jobs[%d].id: empty", i)
 		}
-		where = fmt.Sprintf("jobs[%d] (%s)", i, j.ID)
+		// The job's name is formatted only for an error: this runs at
+		// every recompute.
+		where := func() string { return fmt.Sprintf("jobs[%d] (%s)", i, j.ID) }
 		if seen[j.ID] {
-			return fmt.Errorf("%s.id: duplicate job id", where)
+			return fmt.Errorf("%s.id: duplicate job id", where())
 		}
 		seen[j.ID] = true
 		if j.ScaleFactor < 0 {
-			return fmt.Errorf("%s.scale_factor: negative (%d)", where, j.ScaleFactor)
+			return fmt.Errorf("%s.scale_factor: negative (%d)", where(), j.ScaleFactor)
 		}
 		if badNumber(j.Weight) || j.Weight < 0 {
-			return fmt.Errorf("%s.weight: must be a non-negative number", where)
+			return fmt.Errorf("%s.weight: must be a non-negative number", where())
 		}
 		if badNumber(j.RemainingSteps) || j.RemainingSteps < 0 {
-			return fmt.Errorf("%s.remaining_steps: must be a non-negative number", where)
+			return fmt.Errorf("%s.remaining_steps: must be a non-negative number", where())
 		}
 		if badNumber(j.TimeSinceStartS) || j.TimeSinceStartS < 0 {
-			return fmt.Errorf("%s.time_since_start_s: must be a non-negative number", where)
+			return fmt.Errorf("%s.time_since_start_s: must be a non-negative number", where())
 		}
 		if j.IsolatedTimeS != nil && (badNumber(*j.IsolatedTimeS) || *j.IsolatedTimeS < 0) {
-			return fmt.Errorf("%s.isolated_time_s: must be a non-negative number", where)
+			return fmt.Errorf("%s.isolated_time_s: must be a non-negative number", where())
 		}
 		if j.SLOs != nil && (badNumber(*j.SLOs) || *j.SLOs <= 0) {
-			return fmt.Errorf("%s.slo_s: must be a positive number or null", where)
+			return fmt.Errorf("%s.slo_s: must be a positive number or null", where())
 		}
 		anyPositive := false
 		for t, v := range j.Throughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where, t)
+				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
 			}
 			if badNumber(v) || v < 0 {
-				return fmt.Errorf("%s.throughput.%s: must be a non-negative number, got %v", where, t, v)
+				return fmt.Errorf("%s.throughput.%s: must be a non-negative number, got %v", where(), t, v)
 			}
 			if v > 0 {
 				anyPositive = true
 			}
 		}
 		if !anyPositive {
-			return fmt.Errorf("%s.throughput: zero on every GPU type", where)
+			return fmt.Errorf("%s.throughput: zero on every GPU type", where())
 		}
 		for t, v := range j.UnconsolidatedThroughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.unconsolidated_throughput.%s: unknown GPU type", where, t)
+				return fmt.Errorf("%s.unconsolidated_throughput.%s: unknown GPU type", where(), t)
 			}
 			if badNumber(v) || v < 0 {
-				return fmt.Errorf("%s.unconsolidated_throughput.%s: must be a non-negative number, got %v", where, t, v)
+				return fmt.Errorf("%s.unconsolidated_throughput.%s: must be a non-negative number, got %v", where(), t, v)
 			}
 		}
 		if len(p.Entities) > 0 && j.Entity != "" {
 			if _, ok := p.Entities[j.Entity]; !ok {
-				return fmt.Errorf("%s.entity: unknown entity %q", where, j.Entity)
+				return fmt.Errorf("%s.entity: unknown entity %q", where(), j.Entity)
 			}
 		}
 	}
 	for i, pr := range p.Pairs {
-		where := fmt.Sprintf("pairs[%d]", i)
+		where := func() string { return fmt.Sprintf("pairs[%d]", i) }
 		for _, id := range pr.Jobs {
 			if !seen[id] {
-				return fmt.Errorf("%s.jobs: unknown job %q", where, id)
+				return fmt.Errorf("%s.jobs: unknown job %q", where(), id)
 			}
 		}
 		if pr.Jobs[0] == pr.Jobs[1] {
-			return fmt.Errorf("%s.jobs: a job cannot pair with itself", where)
+			return fmt.Errorf("%s.jobs: a job cannot pair with itself", where())
 		}
 		for t, v := range pr.Throughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where, t)
+				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
 			}
 			for _, x := range v {
 				if badNumber(x) || x < 0 {
-					return fmt.Errorf("%s.throughput.%s: must be non-negative numbers", where, t)
+					return fmt.Errorf("%s.throughput.%s: must be non-negative numbers", where(), t)
 				}
 			}
 		}
@@ -217,6 +218,9 @@ type instance struct {
 	// seedPrices warm-start the decomposition (from a Hint); the solver
 	// leaves what it learned for the next Hint in learnedPrices.
 	seedPrices, learnedPrices [][]float64
+	// seedPairs and learnedPairs do the same for space sharing: the pair
+	// columns (by job ids and type) that had a share in the last solve.
+	seedPairs, learnedPairs []pairCol
 
 	pairA, pairB []int          // job indices of each pair
 	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)
@@ -259,13 +263,17 @@ func newInstance(p *Problem) *instance {
 		}
 		in.weight = append(in.weight, w)
 	}
+	var pairBack [][2]float64 // pair rows are carved from shared chunks
 	for _, pr := range p.Pairs {
 		a, b := index[pr.Jobs[0]], index[pr.Jobs[1]]
 		// Only pairs of equal scale factor can share GPUs (Gavel §3.1).
 		if in.sf[a] != in.sf[b] {
 			continue
 		}
-		row := make([][2]float64, len(in.types))
+		if len(pairBack) < len(in.types) {
+			pairBack = make([][2]float64, 256*len(in.types))
+		}
+		row := pairBack[:len(in.types):len(in.types)]
 		useful := false
 		for k, name := range in.types {
 			row[k] = pr.Throughput[name]
@@ -276,12 +284,26 @@ func newInstance(p *Problem) *instance {
 		if !useful {
 			continue
 		}
+		pairBack = pairBack[len(in.types):]
 		in.pairA = append(in.pairA, a)
 		in.pairB = append(in.pairB, b)
 		in.pairT = append(in.pairT, row)
 	}
 	return in
 }
+
+// rows is an n x k zero matrix on one backing array.
+func rows(n, k int) [][]float64 {
+	back := make([]float64, n*k)
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = back[i*k : (i+1)*k : (i+1)*k]
+	}
+	return out
+}
+
+// pairCol names a pair column across solves: the pair's job ids and a type.
+type pairCol struct{ a, b, typ string }
 
 func (in *instance) n() int { return len(in.ids) }
 func (in *instance) k() int { return len(in.types) }
@@ -314,13 +336,14 @@ type Allocation struct {
 
 func newAllocation(policy string, in *instance) *Allocation {
 	a := &Allocation{Policy: policy, Types: in.types, JobIDs: in.ids}
-	a.X = make([][]float64, in.n())
-	for m := range a.X {
-		a.X[m] = make([]float64, in.k())
-	}
-	for p := range in.pairA {
-		a.PairJobs = append(a.PairJobs, [2]string{in.ids[in.pairA[p]], in.ids[in.pairB[p]]})
-		a.PairX = append(a.PairX, make([]float64, in.k()))
+	a.X = rows(in.n(), in.k())
+	if len(in.pairA) > 0 {
+		// One backing array for all rows: thousands of pairs per solve.
+		a.PairJobs = make([][2]string, len(in.pairA))
+		for p := range in.pairA {
+			a.PairJobs[p] = [2]string{in.ids[in.pairA[p]], in.ids[in.pairB[p]]}
+		}
+		a.PairX = rows(len(in.pairA), in.k())
 	}
 	return a
 }

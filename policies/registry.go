@@ -61,10 +61,13 @@ func Solve(name string, p *Problem) (*Allocation, error) {
 // Hint is what one solve learned that warm-starts the next solve of the
 // same policy on a similar problem — a round later, a few jobs arrived or
 // left, GPUs changed. Opaque; today the capacity prices of the max-min
-// decomposition (LAS), so a recompute starts near the optimum.
+// decomposition (LAS), so a recompute starts near the optimum, and the pair
+// columns that had a share (LAS with space sharing), which start the next
+// restricted LP.
 type Hint struct {
 	policy string
 	prices [][]float64
+	pairs  []pairCol
 }
 
 // SolveWithHint is Solve with a warm start from h (nil: cold). It returns
@@ -82,6 +85,7 @@ func SolveWithHint(name string, p *Problem, h *Hint) (*Allocation, *Hint, error)
 	in := newInstance(p)
 	if h != nil && h.policy == canon {
 		in.seedPrices = h.prices
+		in.seedPairs = h.pairs
 	}
 	var a *Allocation
 	if in.n() == 0 {
@@ -96,8 +100,8 @@ func SolveWithHint(name string, p *Problem, h *Hint) (*Allocation, *Hint, error)
 	a.finish(in)
 	a.SolveMS = float64(time.Since(start).Microseconds()) / 1000
 	var next *Hint
-	if in.learnedPrices != nil {
-		next = &Hint{policy: canon, prices: in.learnedPrices}
+	if in.learnedPrices != nil || in.learnedPairs != nil {
+		next = &Hint{policy: canon, prices: in.learnedPrices, pairs: in.learnedPairs}
 	}
 	return a, next, nil
 }

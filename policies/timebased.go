@@ -30,10 +30,11 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 	if len(in.pairA) == 0 {
 		return nil
 	}
-	pr := &pairRates{a: in.pairA, b: in.pairB}
+	pr := &pairRates{a: in.pairA, b: in.pairB, sf: make([]float64, 0, len(in.pairA)),
+		rateA: rows(len(in.pairA), in.k()), rateB: rows(len(in.pairA), in.k())}
 	for q := range in.pairA {
 		a, b := in.pairA[q], in.pairB[q]
-		ra, rb := make([]float64, in.k()), make([]float64, in.k())
+		ra, rb := pr.rateA[q], pr.rateB[q]
 		for j := range in.types {
 			if da := divisor(a); da > 0 && in.counts[j] > 0 {
 				ra[j] = in.pairT[q][j][0] / da
@@ -43,8 +44,6 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 			}
 		}
 		pr.sf = append(pr.sf, in.sf[a])
-		pr.rateA = append(pr.rateA, ra)
-		pr.rateB = append(pr.rateB, rb)
 	}
 	return pr
 }
@@ -60,9 +59,17 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 		setFromGPUTime(a, in, res.r)
 		return res.t, nil
 	}
-	res, pr, err := mm.solveLP(pairs)
+	res, pr, err := mm.solveLPFrom(pairs, seedPairCols(in))
 	if err != nil {
 		return 0, err
+	}
+	in.learnedPairs = in.learnedPairs[:0]
+	for q := range pr {
+		for j, v := range pr[q] {
+			if v > 0 {
+				in.learnedPairs = append(in.learnedPairs, pairCol{in.ids[in.pairA[q]], in.ids[in.pairB[q]], in.types[j]})
+			}
+		}
 	}
 	setFromGPUTime(a, in, res.r)
 	for q := range pr {
@@ -222,4 +229,45 @@ func finishTimeFairness(name string, in *instance, tput [][]float64, packed bool
 	fillLeftover(best, in, bestMM.e)
 	best.Objective = hi
 	return best, nil
+}
+
+// seedPairCols maps the hint's pair columns onto this instance's pairs (those
+// whose jobs and type are still there): the restricted LP starts with them,
+// which warm-starts column generation across consecutive recomputes.
+func seedPairCols(in *instance) [][2]int {
+	if len(in.seedPairs) == 0 || len(in.pairA) == 0 {
+		return nil
+	}
+	job := make(map[string]int, in.n())
+	for m, id := range in.ids {
+		job[id] = m
+	}
+	typ := make(map[string]int, in.k())
+	for j, t := range in.types {
+		typ[t] = j
+	}
+	type ref struct{ b, j int }
+	byA := make([][]ref, in.n())
+	any := false
+	for _, c := range in.seedPairs {
+		a, okA := job[c.a]
+		b, okB := job[c.b]
+		j, okT := typ[c.typ]
+		if okA && okB && okT {
+			byA[a] = append(byA[a], ref{b, j})
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	var seed [][2]int
+	for q, a := range in.pairA {
+		for _, r := range byA[a] {
+			if r.b == in.pairB[q] {
+				seed = append(seed, [2]int{q, r.j})
+			}
+		}
+	}
+	return seed
 }

@@ -75,6 +75,11 @@ type Engine struct {
 	stamp     int
 	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
 	elAny     bool                // this round's snapshot has elastic jobs
+	candBufs  map[string]*candBuf // per type, reused every round
+	// zKeyGen changes whenever units' deficits or shares may have
+	// (recompute), zGen when the units or their order did: candidates'
+	// cached order is then stale.
+	zGen, zKeyGen, zBuild int
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64
@@ -255,6 +260,7 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 		u.setX(e.xIndex, k)
 		u.setQuiet()
 	}
+	e.zKeyGen++
 }
 
 // x is the unit's share of type typ in the allocation in force.
@@ -297,6 +303,7 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 			delete(e.units, k)
 		}
 	}
+	e.zKeyGen++
 }
 
 func typeNames(gpus []GPU) []string {

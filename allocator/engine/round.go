@@ -29,6 +29,7 @@ type unit struct {
 	seen   int                // stamp of the last snapshot it was in
 	taken  int                // round it was selected in (jobs)
 	idx    int                // position in this round's order
+	zMark  []int              // per type buffer: the cache build it is in (candidates)
 }
 
 func (u *unit) isPair() bool { return u.ja != nil }
@@ -216,6 +217,7 @@ func (e *Engine) syncUnits(s *Snapshot) {
 	for i, u := range e.order {
 		u.idx = i
 	}
+	e.zGen++ // unit order changed
 }
 
 var gavelTypeOrder = []string{"v100", "p100", "k80"}
@@ -308,7 +310,11 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			} else {
 				u.taken = stamp
 			}
-			selected[t] = append(selected[t], c)
+			// A copy: candidates reuses its buffers on the next call,
+			// and the default mechanism calls it up to three times per
+			// type in a round.
+			cp := *c
+			selected[t] = append(selected[t], &cp)
 			return true
 		})
 	}
@@ -364,55 +370,173 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 	if e.cfg.GavelCompat {
 		credit = e.cfg.RoundS / 2
 	}
+	// Buffers are reused from call to call, one set per type: a yielded
+	// candidate is valid until the next call for the same type.
+	if e.candBufs == nil {
+		e.candBufs = map[string]*candBuf{}
+	}
+	cb := e.candBufs[t]
+	if cb == nil {
+		cb = &candBuf{id: len(e.candBufs)}
+		e.candBufs[t] = cb
+	}
+	n := len(e.order)
+	if cap(cb.recv) < n {
+		cb.recv = make([]float64, n)
+		cb.class = make([]uint8, n)
+	}
+	recv, class := cb.recv[:n], cb.class[:n]
 	total := 0.0
-	recv := make([]float64, len(e.order))
-	var trivial []*unit
+	nTriv := 0
 	for i, u := range e.order {
 		if u.trivial() {
+			class[i] = classTrivial
 			recv[i] = 0 + credit
-			trivial = append(trivial, u)
+			nTriv++
 		} else {
+			class[i] = classRanked
 			recv[i] = u.cum[t] - u.base[t] + credit
 		}
 		total += recv[i]
 	}
-	ranked := make([]*candidate, 0, len(e.order)-len(trivial))
-	for i, u := range e.order {
-		if u.trivial() {
-			continue
-		}
-		x := e.x(u, t)
-		c := &candidate{u: u, x: x, deficit: u.def[t]}
-		tp := u.tput(t)
-		switch {
-		case x == 0 || tp[0] <= 0 || (u.isPair() && tp[1] <= 0):
-			c.priority = 0
-		case total == 0 || recv[i] <= 0:
-			c.priority = x * 1e9 // never ran on this type since the reset: first
-		default:
-			c.priority = x / (recv[i] / total)
-		}
-		ranked = append(ranked, c)
-	}
-	slices.SortFunc(ranked, byRank)
-	i, k := 0, 0
-	for i < len(ranked) || k < len(trivial) {
-		var c *candidate
-		if k < len(trivial) {
-			tc := &candidate{u: trivial[k]}
-			if i >= len(ranked) || byRank(tc, ranked[i]) < 0 {
-				c = tc
-				k++
+	// Units of priority 0 that are not trivial (no share here, or no
+	// throughput, but a history) keep their key — deficit and X — until
+	// the next recompute or change of units: their sorted order is kept
+	// from round to round, and only the units with a priority are sorted.
+	ti, hasT := e.typeIndex[t]
+	if cb.zBuilt && cb.zKeyGen == e.zKeyGen && cb.zGen != e.zGen {
+		// Only the units changed (arrivals, departures): keys are the
+		// same, so drop the units that left and keep the order, which a
+		// backend listing jobs in arrival order preserves (checked).
+		z := cb.z[:0]
+		for _, c := range cb.z {
+			if c.u.seen == e.stamp {
+				z = append(z, c)
 			}
 		}
-		if c == nil {
-			c = ranked[i]
+		clear(cb.z[len(z):])
+		if !slices.IsSortedFunc(z, func(a, b candidate) int { return byRank(&a, &b) }) {
+			slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
+		}
+		cb.z, cb.zGen = z, e.zGen
+	}
+	zValid := cb.zBuilt && cb.zGen == e.zGen && cb.zKeyGen == e.zKeyGen
+	nZ := 0
+	ranked := cb.ranked[:0]
+	for i, u := range e.order {
+		if class[i] == classTrivial {
+			continue
+		}
+		x := 0.0
+		if hasT && u.xrow != nil {
+			x = u.xrow[ti]
+		}
+		priority := 0.0
+		if x != 0 {
+			tp := u.tput(t)
+			switch {
+			case tp[0] <= 0 || (u.isPair() && tp[1] <= 0):
+			case total == 0 || recv[i] <= 0:
+				priority = x * 1e9 // never ran on this type since the reset: first
+			default:
+				priority = x / (recv[i] / total)
+			}
+		}
+		if priority == 0 {
+			class[i] = classZero
+			nZ++
+			if zValid && (cb.id >= len(u.zMark) || u.zMark[cb.id] != cb.zBuild) {
+				zValid = false
+			}
+			continue
+		}
+		ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: u.def[t]})
+	}
+	cb.ranked = ranked
+	slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
+	if !zValid || nZ != len(cb.z) {
+		e.zBuild++
+		z := cb.z[:0]
+		for i, u := range e.order {
+			if class[i] != classZero {
+				continue
+			}
+			x := 0.0
+			if hasT && u.xrow != nil {
+				x = u.xrow[ti]
+			}
+			z = append(z, candidate{u: u, x: x, deficit: u.def[t]})
+			for len(u.zMark) <= cb.id {
+				u.zMark = append(u.zMark, 0)
+			}
+			u.zMark[cb.id] = e.zBuild
+		}
+		slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
+		cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, e.zBuild, true
+	}
+	zs := cb.z
+	// Trivial units' candidates are made only when visited.
+	trivs := cb.trivs[:0]
+	if cap(trivs) < nTriv {
+		trivs = make([]candidate, 0, nTriv)
+	}
+	// Merge the three streams (ranked, zero, trivial in unit order) by
+	// rank: byRank is a total order, so this is the full sort's order.
+	i, j, k := 0, 0, 0
+	for i < len(ranked) || j < len(zs) || nTriv > 0 {
+		var c *candidate
+		if i < len(ranked) {
+			c = &ranked[i]
+		}
+		if j < len(zs) && (c == nil || byRank(&zs[j], c) < 0) {
+			c = &zs[j]
+		}
+		if nTriv > 0 {
+			for class[k] != classTrivial {
+				k++
+			}
+			tc := candidate{u: e.order[k]}
+			if c == nil || byRank(&tc, c) < 0 {
+				trivs = append(trivs, tc)
+				c = &trivs[len(trivs)-1]
+				k++
+				nTriv--
+			}
+		}
+		switch {
+		case i < len(ranked) && c == &ranked[i]:
 			i++
+		case j < len(zs) && c == &zs[j]:
+			j++
 		}
 		if !yield(c) {
-			return
+			break
 		}
 	}
+	cb.trivs = trivs
+}
+
+// Unit classes in candidates.
+const (
+	classTrivial uint8 = iota
+	classRanked
+	classZero
+)
+
+// candBuf is one type's reusable buffers for candidates, and its cached
+// sorted non-trivial priority-0 candidates (valid while zGen and zKeyGen
+// are the engine's; zBuild marks the members, in unit.zMark[id]).
+type candBuf struct {
+	id      int
+	recv    []float64
+	class   []uint8
+	ranked  []candidate
+	trivs   []candidate
+	z       []candidate
+	zGen    int
+	zKeyGen int
+	zBuild  int
+	zBuilt  bool
 }
 
 // place assigns GPUs per type, units in decreasing scale factor: first a

@@ -54,6 +54,7 @@ type simulator struct {
 	solveMS     []float64
 	windowDone  int
 	idleRounds  int
+	peakActive  int
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -91,6 +92,7 @@ func Run(src Source, o Options) (*Result, error) {
 		if err := s.step(); err != nil {
 			return nil, err
 		}
+		s.peakActive = max(s.peakActive, len(s.active))
 		if o.Progress != nil {
 			o.Progress(s.now, s.rounds, len(s.active), s.windowDone)
 		}
@@ -525,7 +527,8 @@ func (s *simulator) ideal(snap *engine.Snapshot) error {
 }
 
 func (s *simulator) result() *Result {
-	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, EndS: s.now}
+	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, EndS: s.now,
+		PeakActive: s.peakActive}
 	r.Finished = s.finished()
 	var jcts, rhos []float64
 	first, last := math.Inf(1), 0.0

@@ -164,28 +164,30 @@ type JobResult struct {
 
 // Result holds the run's metrics; JSON names are the CLI's contract.
 type Result struct {
-	Policy        string      `json:"policy"`
-	AvgJCTS       float64     `json:"avg_jct_s"`
-	P50JCTS       float64     `json:"p50_jct_s"`
-	P99JCTS       float64     `json:"p99_jct_s"`
-	MakespanS     float64     `json:"makespan_s"`
-	Utilization   float64     `json:"utilization"`
-	JobsInWindow  int         `json:"jobs_in_window"`
-	JobsDone      int         `json:"jobs_done"`
-	Rounds        int         `json:"rounds"`
-	Recomputes    int         `json:"recomputes"`
-	Preemptions   int         `json:"preemptions"`
-	SolveMSP50    float64     `json:"solve_ms_p50"`
-	SolveMSMax    float64     `json:"solve_ms_max"`
-	WallS         float64     `json:"wall_s"`
-	FTFRhoAvg     float64     `json:"ftf_rho_avg"`
-	FTFRhoMax     float64     `json:"ftf_rho_max"`
-	FTFRhoFracGt1 float64     `json:"ftf_rho_frac_gt_1"`
-	CostUSD       float64     `json:"cost_usd"`
-	SLOViolations *int        `json:"slo_violations,omitempty"`
-	EndS          float64     `json:"end_s"`
-	Finished      bool        `json:"finished"`
-	Jobs          []JobResult `json:"-"`
+	Policy        string  `json:"policy"`
+	AvgJCTS       float64 `json:"avg_jct_s"`
+	P50JCTS       float64 `json:"p50_jct_s"`
+	P99JCTS       float64 `json:"p99_jct_s"`
+	MakespanS     float64 `json:"makespan_s"`
+	Utilization   float64 `json:"utilization"`
+	JobsInWindow  int     `json:"jobs_in_window"`
+	JobsDone      int     `json:"jobs_done"`
+	Rounds        int     `json:"rounds"`
+	Recomputes    int     `json:"recomputes"`
+	Preemptions   int     `json:"preemptions"`
+	SolveMSP50    float64 `json:"solve_ms_p50"`
+	SolveMSMax    float64 `json:"solve_ms_max"`
+	WallS         float64 `json:"wall_s"`
+	FTFRhoAvg     float64 `json:"ftf_rho_avg"`
+	FTFRhoMax     float64 `json:"ftf_rho_max"`
+	FTFRhoFracGt1 float64 `json:"ftf_rho_frac_gt_1"`
+	CostUSD       float64 `json:"cost_usd"`
+	SLOViolations *int    `json:"slo_violations,omitempty"`
+	EndS          float64 `json:"end_s"`
+	// PeakActive is the most jobs active at once (arrived, unfinished).
+	PeakActive int         `json:"peak_active"`
+	Finished   bool        `json:"finished"`
+	Jobs       []JobResult `json:"-"`
 }
 
 // Percentile is numpy's default (linear interpolation) percentile.

@@ -74,6 +74,10 @@ func TestStaticFinishesAllJobs(t *testing.T) {
 		if res.Utilization <= 0 || res.Utilization > 1.0001 {
 			t.Fatalf("utilization %v", res.Utilization)
 		}
+		// A static trace: every job is active at the start.
+		if res.PeakActive != 20 {
+			t.Fatalf("compat=%v: peak active %d, want 20", compat, res.PeakActive)
+		}
 		if res.AvgJCTS <= 0 || res.P99JCTS < res.P50JCTS || res.MakespanS < res.P99JCTS*0.99 {
 			t.Fatalf("metrics %+v", res)
 		}

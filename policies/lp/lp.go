@@ -88,6 +88,17 @@ func (m *Model) Solve() (*Solution, error) {
 	if nc == 0 {
 		return &Solution{Duals: make([]float64, nr)}, nil
 	}
+	model, err := m.load()
+	if err != nil {
+		return nil, err
+	}
+	defer C.Clp_deleteModel(model)
+	return solveFromScratch(model, nc, nr)
+}
+
+// load builds the model in a new Clp model, which the caller deletes.
+func (m *Model) load() (unsafe.Pointer, error) {
+	nc, nr := len(m.obj), len(m.rows)
 	// Clp takes the matrix column-major (CSC): count entries per column.
 	start := make([]C.int, nc+1)
 	for _, r := range m.rows {
@@ -137,12 +148,16 @@ func (m *Model) Solve() (*Solution, error) {
 	}()
 
 	model := C.Clp_newModel()
-	defer C.Clp_deleteModel(model)
 	C.Clp_setLogLevel(model, 0)
 	C.Clp_loadProblem(model, C.int(nc), C.int(nr), cStart, &cIndex[0], &cValue[0], pColLo, pColUp, pObj, pRowLo, pRowUp)
 	if m.maximize {
 		C.Clp_setObjSense(model, -1)
 	}
+	return model, nil
+}
+
+// solveFromScratch solves a loaded model without using any earlier basis.
+func solveFromScratch(model unsafe.Pointer, nc, nr int) (*Solution, error) {
 	// Clp is occasionally wrong on small degenerate models: a plain dual
 	// simplex from scratch returned non-optimal points, and initialSolve's
 	// presolve called a feasible model infeasible. Try initialSolve, then the
@@ -164,6 +179,11 @@ func (m *Model) Solve() (*Solution, error) {
 	default:
 		return nil, fmt.Errorf("lp: Clp stopped with status %d", int(st))
 	}
+	return solution(model, nc, nr), nil
+}
+
+// solution reads an optimal point from a solved model.
+func solution(model unsafe.Pointer, nc, nr int) *Solution {
 	sol := &Solution{X: make([]float64, nc), Duals: make([]float64, nr), Objective: float64(C.Clp_objectiveValue(model))}
 	x := unsafe.Slice(C.Clp_getColSolution(model), nc)
 	for j := range sol.X {
@@ -175,7 +195,7 @@ func (m *Model) Solve() (*Solution, error) {
 			sol.Duals[i] = float64(d[i])
 		}
 	}
-	return sol, nil
+	return sol
 }
 
 func cArrayDouble(v []C.double) *C.double {
@@ -188,4 +208,103 @@ func cArrayInt(v []C.int) *C.int {
 	p := (*C.int)(C.malloc(C.size_t(len(v)) * C.size_t(unsafe.Sizeof(C.int(0)))))
 	copy(unsafe.Slice(p, len(v)), v)
 	return p
+}
+
+// Live is a model kept loaded in Clp between solves, for column generation:
+// columns are added to the solved model and the next solve starts from the
+// last optimal basis (the new columns nonbasic at zero) with the primal
+// simplex, instead of from scratch. Close releases it.
+type Live struct {
+	model  unsafe.Pointer
+	nc, nr int
+	solved bool
+}
+
+// Load copies the model into Clp for incremental solves. The model must have
+// at least one variable.
+func (m *Model) Load() (*Live, error) {
+	if len(m.obj) == 0 {
+		return nil, fmt.Errorf("lp: Load of a model without variables")
+	}
+	model, err := m.load()
+	if err != nil {
+		return nil, err
+	}
+	return &Live{model: model, nc: len(m.obj), nr: len(m.rows)}, nil
+}
+
+// NumVars is the number of variables, added columns included.
+func (l *Live) NumVars() int { return l.nc }
+
+// Close releases the Clp model.
+func (l *Live) Close() {
+	if l.model != nil {
+		C.Clp_deleteModel(l.model)
+		l.model = nil
+	}
+}
+
+// Column is a variable to add to a Live model: bounds, objective coefficient
+// and its entries by row.
+type Column struct {
+	Lo, Up, Obj float64
+	Rows        []int
+	Vals        []float64
+}
+
+// AddColumns appends variables; their indices follow the existing ones.
+func (l *Live) AddColumns(cols []Column) error {
+	if len(cols) == 0 {
+		return nil
+	}
+	nnz := 0
+	for _, c := range cols {
+		if len(c.Rows) != len(c.Vals) {
+			return fmt.Errorf("lp: AddColumns with mismatched slices")
+		}
+		for _, r := range c.Rows {
+			if r < 0 || r >= l.nr {
+				return fmt.Errorf("lp: column refers to row %d of %d", r, l.nr)
+			}
+		}
+		nnz += len(c.Rows)
+	}
+	n := len(cols)
+	lo, up, obj := make([]C.double, n), make([]C.double, n), make([]C.double, n)
+	start := make([]C.int, n+1)
+	rows := make([]C.int, max(nnz, 1))
+	vals := make([]C.double, max(nnz, 1))
+	p := 0
+	for i, c := range cols {
+		lo[i], up[i], obj[i] = bound(c.Lo), bound(c.Up), C.double(c.Obj)
+		for k, r := range c.Rows {
+			rows[p], vals[p] = C.int(r), C.double(c.Vals[k])
+			p++
+		}
+		start[i+1] = C.int(p)
+	}
+	pLo, pUp, pObj := cArrayDouble(lo), cArrayDouble(up), cArrayDouble(obj)
+	pStart, pRows, pVals := cArrayInt(start), cArrayInt(rows), cArrayDouble(vals)
+	C.Clp_addColumns(l.model, C.int(n), pLo, pUp, pObj, pStart, pRows, pVals)
+	for _, q := range []unsafe.Pointer{unsafe.Pointer(pLo), unsafe.Pointer(pUp), unsafe.Pointer(pObj),
+		unsafe.Pointer(pStart), unsafe.Pointer(pRows), unsafe.Pointer(pVals)} {
+		C.free(q)
+	}
+	l.nc += n
+	return nil
+}
+
+// Solve solves the model: the first time as Model.Solve does, later from the
+// last optimal basis with the primal simplex (added columns cannot make a
+// primal feasible basis infeasible). Should the warm solve not end optimal,
+// it solves from scratch before believing a failure.
+func (l *Live) Solve() (*Solution, error) {
+	if l.solved {
+		C.Clp_primal(l.model, 0)
+		if C.Clp_status(l.model) == 0 {
+			return solution(l.model, l.nc, l.nr), nil
+		}
+	}
+	l.solved = true
+	return solveFromScratch(l.model, l.nc, l.nr)
 }
