@@ -386,6 +386,19 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	if job == nil {
 		return nil, false // unreadable (logged by readJobs)
 	}
+	if job.Dispatched {
+		// Rondo admits a job by re-registering it, which Nomad refuses for
+		// a dispatched child: the HTTP API does not carry Dispatched, and
+		// a register without it reads as turning the child into a
+		// parameterized job ("cannot update non-parameterized job to being
+		// parameterized"); Dispatched itself is read-only.
+		if !b.warned[id] {
+			b.warned[id] = true
+			b.log.Warn("job ignored: a dispatched job cannot be re-registered through Nomad's API, so Rondo cannot admit it; "+
+				"submit each run as its own job (or use a periodic job)", "job", id, "parent", deref(job.ParentID))
+		}
+		return nil, false
+	}
 	pol, err := hcl.PolicyFromMeta(job.Meta)
 	if err != nil {
 		if !b.warned[id] {
