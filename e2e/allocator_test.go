@@ -596,21 +596,33 @@ func testRotationKill(s *stack) {
 		saved = st
 		return len(st.Progress) > 0 && len(st.Received) > 0, nil
 	})
-	before := s.status(ag)
-	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	// The per-VC engines' history (baselines, deficits, allocation) is in
 	// the state too, and the restarted agent takes it (below).
 	if !strings.Contains(string(saved.Engine), `"vcs"`) {
 		t.Errorf("no engine history in the saved state: %.300s", saved.Engine)
 	}
-	// The allocations holding GPUs when the agent dies: Nomad keeps them
-	// running, and the restarted agent must credit that time.
-	heldAtKill := map[string]*api.AllocationListStub{}
-	for _, id := range ids {
-		if l := liveAllocs(c, id); len(l) == 1 && len(allocGPUs(l[0])) > 0 {
-			heldAtKill[id] = l[0]
+	// Kill at a moment when some job has held its GPUs since before the
+	// last round the status shows (not while a round swaps every job),
+	// so that the received-time check below has a job that Nomad kept
+	// running through the kill. heldAtKill: the allocations holding GPUs
+	// when the agent dies.
+	var before agent.Status
+	var heldAtKill map[string]*api.AllocationListStub
+	s.waitFor(30*time.Second, "a job running since before the last round", func() (bool, error) {
+		before = s.status(ag)
+		heldAtKill = map[string]*api.AllocationListStub{}
+		n := 0
+		for _, id := range ids {
+			if l := liveAllocs(c, id); len(l) == 1 && len(allocGPUs(l[0])) > 0 {
+				heldAtKill[id] = l[0]
+				if l[0].ClientStatus == "running" && time.Unix(0, l[0].CreateTime).Before(before.LastRound) {
+					n++
+				}
+			}
 		}
-	}
+		return n > 0, nil
+	})
+	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	ag.kill9()
 	time.Sleep(6 * time.Second)
 	ag2 := s.startAgent("4s")
