@@ -365,6 +365,8 @@ func TestAllocatorOnNomad(t *testing.T) {
 	s.reset()
 	t.Run("RotationAndAgentKill", func(t *testing.T) { s.t = t; testRotationKill(s) })
 	s.reset()
+	t.Run("ChildJobs", func(t *testing.T) { s.t = t; testChildren(s) })
+	s.reset()
 	t.Run("FidelityVsSimulator", func(t *testing.T) { s.t = t; testFidelity(s) })
 	s.reset()
 	t.Run("TimeSharesMatchX", func(t *testing.T) { s.t = t; testTimeShares(s) })
@@ -462,6 +464,104 @@ func testUnhealthy(s *stack) {
 	ag.stop()
 }
 
+// testChildren: parameterized and periodic parents with Rondo meta are
+// never scheduled themselves. Periodic children are: each is admitted,
+// reports progress through the lease API for itself and trains out.
+// Dispatched children cannot be admitted (Nomad refuses to re-register
+// them through the HTTP API): they are skipped with a warning instead of
+// failing every round.
+func testChildren(s *stack) {
+	t, c := s.t, s.c.API
+	const steps = 200
+	hcl := func(id, block string) string {
+		return strings.Replace(s.jobHCL(id, "LM (batch size 20)", steps, 1), `type = "batch"`,
+			"type = \"batch\"\n  "+block, 1)
+	}
+	s.submitSpec("batchp", hcl("batchp", "parameterized {}"))
+	s.submitSpec("cronp", hcl("cronp", `periodic {
+    crons            = ["0 0 1 1 *"]
+    prohibit_overlap = false
+  }`))
+	r, _, err := c.Jobs().Dispatch("batchp", nil, nil, "", nil)
+	if err != nil {
+		t.Fatalf("dispatch: %v", err)
+	}
+	dispatched := r.DispatchedJobID
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(1100 * time.Millisecond) // children are named by the launch second
+		}
+		if _, _, err := c.Jobs().PeriodicForce("cronp", nil); err != nil {
+			t.Fatalf("periodic force: %v", err)
+		}
+	}
+	var kids []string
+	s.waitFor(30*time.Second, "two periodic children", func() (bool, error) {
+		l, _, err := c.Jobs().PrefixList("cronp/periodic-")
+		kids = kids[:0]
+		for _, j := range l {
+			kids = append(kids, j.ID)
+		}
+		return len(kids) == 2, err
+	})
+	ag := s.startAgent("4s")
+	store := state.NewStore(c, state.Options{})
+	reported := map[string]bool{}
+	s.waitFor(90*time.Second, "both periodic children reporting progress through the lease API", func() (bool, error) {
+		st, err := store.Load(context.Background())
+		if err != nil {
+			return false, err
+		}
+		for _, k := range kids {
+			if st.Progress[k] > 0 {
+				reported[k] = true
+			}
+		}
+		return len(reported) == len(kids), nil
+	})
+	s.waitFor(120*time.Second, "both periodic children done", func() (bool, error) {
+		for _, k := range kids {
+			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, k))
+			if err != nil || ck.Steps < steps {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	logs := ag.logs()
+	for _, k := range kids {
+		if !strings.Contains(logs, "admit: job="+k) {
+			t.Errorf("periodic child %s was not admitted by the agent", k)
+		}
+		noOverlap(t, c, k)
+		if j, _, err := c.Jobs().Info(k, nil); err == nil && j.ParentID != nil {
+			t.Logf("periodic child %s: parent after admission %q", k, *j.ParentID)
+		}
+	}
+	for _, parent := range []string{"batchp", "cronp"} {
+		if strings.Contains(logs, "job="+parent+" ") {
+			t.Errorf("the parent %s was scheduled:\n%s", parent, tail(logs, 3000))
+		}
+	}
+	if strings.Contains(logs, "admit: job="+dispatched) || !strings.Contains(logs, "a dispatched job cannot be re-registered") {
+		t.Errorf("dispatched child %s: admitted, or skipped without the warning:\n%s", dispatched, tail(logs, 3000))
+	}
+	if l := liveAllocs(c, dispatched); len(l) != 0 {
+		t.Errorf("the dispatched child runs: %d allocations", len(l))
+	}
+	if strings.Contains(logs, "round failed") {
+		t.Errorf("rounds failed:\n%s", tail(logs, 3000))
+	}
+	// Only the periodic children call the lease API here: none is refused
+	// as another job's (403). (A 404 for a job that just finished is normal.)
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "lease api") && strings.Contains(line, ": 403:") {
+			t.Errorf("a child's lease API call was refused: %s", line)
+		}
+	}
+	ag.stop()
+}
+
 var resumeRE = regexp.MustCompile(`resuming at (\d+)/`)
 
 // testRotationKill: six jobs on four GPUs rotate in short rounds; the agent
@@ -470,10 +570,14 @@ var resumeRE = regexp.MustCompile(`resuming at (\d+)/`)
 // from their checkpoints.
 func testRotationKill(s *stack) {
 	t, c := s.t, s.c.API
+	// At half speed the jobs on K80s (8.6 steps/s) still run when the
+	// restarted agent's first round comes (the kill, 6 s and the leader
+	// lock's TTL and delay later: 20-40 s), for the received-time check
+	// across the kill.
 	const steps = 500
 	ids := []string{"r0", "r1", "r2", "r3", "r4", "r5"}
 	for _, id := range ids {
-		s.submit(id, "LM (batch size 20)", steps, 1)
+		s.submit(id, "LM (batch size 20)", steps, 0.5)
 	}
 	ag := s.startAgent("4s")
 	s.waitFor(60*time.Second, "a suspension", func() (bool, error) {
@@ -492,13 +596,33 @@ func testRotationKill(s *stack) {
 		saved = st
 		return len(st.Progress) > 0 && len(st.Received) > 0, nil
 	})
-	before := s.status(ag)
-	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	// The per-VC engines' history (baselines, deficits, allocation) is in
 	// the state too, and the restarted agent takes it (below).
 	if !strings.Contains(string(saved.Engine), `"vcs"`) {
 		t.Errorf("no engine history in the saved state: %.300s", saved.Engine)
 	}
+	// Kill at a moment when some job has held its GPUs since before the
+	// last round the status shows (not while a round swaps every job),
+	// so that the received-time check below has a job that Nomad kept
+	// running through the kill. heldAtKill: the allocations holding GPUs
+	// when the agent dies.
+	var before agent.Status
+	var heldAtKill map[string]*api.AllocationListStub
+	s.waitFor(30*time.Second, "a job running since before the last round", func() (bool, error) {
+		before = s.status(ag)
+		heldAtKill = map[string]*api.AllocationListStub{}
+		n := 0
+		for _, id := range ids {
+			if l := liveAllocs(c, id); len(l) == 1 && len(allocGPUs(l[0])) > 0 {
+				heldAtKill[id] = l[0]
+				if l[0].ClientStatus == "running" && time.Unix(0, l[0].CreateTime).Before(before.LastRound) {
+					n++
+				}
+			}
+		}
+		return n > 0, nil
+	})
+	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	ag.kill9()
 	time.Sleep(6 * time.Second)
 	ag2 := s.startAgent("4s")
@@ -537,8 +661,57 @@ func testRotationKill(s *stack) {
 	if compared == 0 {
 		t.Errorf("no received time to compare: before %+v after %+v", before.Jobs, after.Jobs)
 	}
+	// Received time across the kill: a job whose allocation ran from
+	// before the last round seen before the kill (created before it) to the
+	// restarted agent's round (still running, or stopped after it) gained
+	// the whole elapsed time, downtime included; no job gained more than
+	// the elapsed time. Tolerance: one round (the lag from a round's
+	// observation to its status differs from round to round).
+	const roundS = 4.0
+	elapsed := after.LastRound.Sub(before.LastRound).Seconds()
+	throughout := 0
+	for _, jb := range before.Jobs {
+		for _, ja := range after.Jobs {
+			if ja.ID != jb.ID {
+				continue
+			}
+			gained := 0.0
+			for typ, v := range ja.ReceivedS {
+				gained += v - jb.ReceivedS[typ]
+			}
+			if gained > elapsed+roundS {
+				t.Errorf("job %s: gained %.1fs of received time across the kill, more than the %.1fs elapsed", jb.ID, gained, elapsed)
+			}
+			a := heldAtKill[jb.ID]
+			if a == nil || !time.Unix(0, a.CreateTime).Before(before.LastRound) {
+				continue
+			}
+			info, _, err := c.Allocations().Info(a.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := info.ClientStatus == "running"
+			for _, ts := range info.TaskStates {
+				if !ts.FinishedAt.IsZero() && !ts.FinishedAt.Before(after.LastRound) {
+					ran = true
+				}
+			}
+			if !ran {
+				continue
+			}
+			throughout++
+			t.Logf("job %s: allocation %.8s ran through the kill; received +%.1fs over %.1fs elapsed", jb.ID, a.ID, gained, elapsed)
+			if gained < elapsed-roundS {
+				t.Errorf("job %s ran through the kill -9 (allocation %s) but gained %.1fs of received time over %.1fs elapsed",
+					jb.ID, a.ID, gained, elapsed)
+			}
+		}
+	}
+	if throughout == 0 {
+		t.Errorf("no job ran through the kill -9 to check its received time (held at kill: %d)", len(heldAtKill))
+	}
 	t.Logf("after restart: round %d, reconciled %v", after.Round, after.Reconciled)
-	s.waitFor(150*time.Second, "every job done", func() (bool, error) {
+	s.waitFor(300*time.Second, "every job done", func() (bool, error) {
 		for _, id := range ids {
 			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
 			if err != nil || ck.Steps < steps {

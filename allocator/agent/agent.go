@@ -58,6 +58,14 @@ type Durable interface {
 	Reconcile(pending []state.Intent) (applied, rolledBack []string, err error)
 }
 
+// Creditor is implemented by durable backends that credit the jobs which
+// ran through the agent's downtime: the agent saves each job's last credit
+// mark with its received time and hands the marks back at start.
+type Creditor interface {
+	CreditMarks() map[string]state.Credit
+	RestoreCredit(map[string]state.Credit)
+}
+
 // Config configures an Agent.
 type Config struct {
 	Backend engine.Backend
@@ -109,8 +117,10 @@ type JobStatus struct {
 	ReceivedS      map[string]float64 `json:"received_s,omitempty"`
 	// X is the policy's allocation in force: the fraction of time the job
 	// should run on each GPU type (its own row; colocated pairs not
-	// included). Shown when the decider is one engine; per-VC engines'
-	// allocations are over their virtual GPUs and are not shown.
+	// included), from the engine that schedules it: the one engine, or
+	// under per-VC engines its VC's engine (fractions of the VC's virtual
+	// GPUs of each type) or, for opportunistic jobs, the opportunistic
+	// engine (of the GPUs the VCs leave).
 	X map[string]float64 `json:"x,omitempty"`
 	// Rounds is how many rounds the job has been given GPUs (since the
 	// agent started).
@@ -176,6 +186,10 @@ type Agent struct {
 	// lease API's reports; measured values replace the table's in the
 	// snapshot the engine sees.
 	est *estimator.Online
+
+	// owners caches allocation → job for the lease API's child callers
+	// (under mu).
+	owners map[string]string
 }
 
 // New makes an agent.
@@ -185,6 +199,7 @@ func New(cfg Config) *Agent {
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
 		rounds: map[string]int{}, done: map[string]JobStatus{}, est: estimator.NewOnline(0, nil),
+		owners: map[string]string{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
@@ -234,6 +249,9 @@ func (a *Agent) Start(ctx context.Context) error {
 			st.Epoch = d.Epoch()
 		}
 		d.Restore(st.Epoch, st.Arrival, st.Received)
+		if c, ok := b.(Creditor); ok {
+			c.RestoreCredit(st.Credit)
+		}
 	}
 	reconciled := map[string]string{}
 	if st.InFlight != nil {
@@ -349,6 +367,10 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	var marks map[string]state.Credit
+	if c, ok := b.(Creditor); ok {
+		marks = c.CreditMarks() // what s's received time is up to
+	}
 	a.applyMeasured(s)
 	p, err := e.Round(s)
 	if err != nil {
@@ -367,6 +389,12 @@ func (a *Agent) StepContext(ctx context.Context) error {
 		st.Arrival[j.ID] = j.ArrivalS
 		if len(j.ReceivedS) > 0 {
 			st.Received[j.ID] = maps.Clone(j.ReceivedS)
+		}
+		if m, ok := marks[j.ID]; ok {
+			if st.Credit == nil {
+				st.Credit = map[string]state.Credit{}
+			}
+			st.Credit[j.ID] = m
 		}
 	}
 	for _, id := range st.Jobs() {

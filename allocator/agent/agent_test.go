@@ -3,14 +3,17 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/lease"
+	"github.com/rondo-sched/rondo/allocator/vcnomad"
 )
 
 // fakeBackend: two GPUs, three jobs; it records the plans.
@@ -189,5 +192,112 @@ func TestMeasuredThroughputReachesEngine(t *testing.T) {
 		if got := j.Throughput["v100"]; got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("job %s: engine saw %g steps/s on v100, want %g", j.ID, got, want)
 		}
+	}
+}
+
+// TestStatusXUnderVCEngines: with per-VC engines deciding, /v1/status shows
+// each job's x from its VC's engine.
+func TestStatusXUnderVCEngines(t *testing.T) {
+	sp := cells.Spec{
+		Types: []cells.CellType{{Name: "v100", GPUType: "v100"}, {Name: "v100-node", Child: "v100", Count: 2, Node: true}},
+		Cells: []cells.TopCell{{Name: "top", Type: "v100-node"}},
+		VCs:   []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "v100-node", Count: 1}}}},
+	}
+	d, err := vcnomad.New(vcnomad.Config{Spec: sp, NodeOfCell: map[string]string{"top": "n"},
+		Policies: []string{"max_min_fairness_perf"}, RoundS: 1,
+		ClassOf: func(string) (vcnomad.Class, bool) { return vcnomad.Class{VC: "research"}, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(Config{Backend: &fakeBackend{}, Engine: d, Round: time.Second})
+	a.Step()
+	st := a.Status()
+	if len(st.Jobs) != 3 {
+		t.Fatalf("jobs %+v", st.Jobs)
+	}
+	sum := 0.0
+	for _, j := range st.Jobs {
+		x, ok := j.X["v100"]
+		if !ok || x <= 0 {
+			t.Errorf("job %s: x %v under per-VC engines", j.ID, j.X)
+		}
+		sum += x
+	}
+	// The VC's engine shares its quota's 2 virtual GPUs among the three
+	// jobs (its view: the failed g1 is not bound to a virtual GPU yet).
+	if sum < 2-1e-3 || sum > 2+1e-3 {
+		t.Errorf("x sums to %.3f, want the VC's 2 virtual GPUs", sum)
+	}
+}
+
+// childBackend schedules two dispatched children of "p" and knows which
+// allocation belongs to which.
+type childBackend struct {
+	fakeBackend
+	owners  map[string]string
+	lookups int
+}
+
+func (c *childBackend) Observe() (*engine.Snapshot, error) {
+	s := &engine.Snapshot{GPUs: []engine.GPU{{ID: "g0", Type: "v100", Server: "n"}, {ID: "g1", Type: "v100", Server: "n"}}}
+	for _, id := range []string{"p/dispatch-1-a", "p/dispatch-2-b"} {
+		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+			TotalSteps: 100, RemainingSteps: 100, ReceivedS: map[string]float64{}})
+	}
+	return s, nil
+}
+
+func (c *childBackend) AllocJob(ctx context.Context, ns, alloc string) (string, error) {
+	c.lookups++
+	if ns != "default" {
+		return "", nil
+	}
+	return c.owners[alloc], nil
+}
+
+// TestLeaseChildJobs: a dispatched child, whose identity names its parent,
+// gets leases and reports progress for itself only; without a backend that
+// can tell allocations apart, children are refused.
+func TestLeaseChildJobs(t *testing.T) {
+	ctx := context.Background()
+	b := &childBackend{owners: map[string]string{"alloc-1": "p/dispatch-1-a", "alloc-2": "p/dispatch-2-b"}}
+	a := newTestAgent(t, b, nil, nil)
+	a.Step()
+	c1 := lease.Caller{Namespace: "default", Job: "p/dispatch-1-a", IdentityJob: "p", Alloc: "alloc-1"}
+	if g, err := a.Lease(ctx, c1); err != nil || !g.Continue {
+		t.Fatalf("child's own lease: %+v %v", g, err)
+	}
+	if err := a.Report(ctx, c1, lease.Progress{GPUType: "v100", StepsDone: 7, ThroughputStepsPerS: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := a.Reported("p/dispatch-1-a"); !ok || v != 7 {
+		t.Errorf("child's progress %v %v", v, ok)
+	}
+	// Its token also names p, but its allocation is not the sibling's.
+	sib := c1
+	sib.Job = "p/dispatch-2-b"
+	if _, err := a.Lease(ctx, sib); !errors.Is(err, lease.ErrNotOwner) {
+		t.Errorf("lease for a sibling: %v", err)
+	}
+	if err := a.Report(ctx, sib, lease.Progress{GPUType: "v100", StepsDone: 99, ThroughputStepsPerS: 2}); !errors.Is(err, lease.ErrNotOwner) {
+		t.Errorf("report for a sibling: %v", err)
+	}
+	if _, ok := a.Reported("p/dispatch-2-b"); ok {
+		t.Errorf("the sibling's progress was recorded")
+	}
+	// Another namespace's allocation of the same id is not the child's.
+	other := c1
+	other.Namespace = "prod"
+	if _, err := a.Lease(ctx, other); !errors.Is(err, lease.ErrNotOwner) {
+		t.Errorf("lease from another namespace: %v", err)
+	}
+	if b.lookups != 2 {
+		t.Errorf("%d allocation lookups, want 2 (cached per namespace and allocation)", b.lookups)
+	}
+	// A backend that cannot tell allocations apart: children are unknown.
+	a2 := newTestAgent(t, &fakeBackend{}, nil, nil)
+	a2.Step()
+	if _, err := a2.Lease(ctx, lease.Caller{Namespace: "default", Job: "a/dispatch-1", IdentityJob: "a", Alloc: "x"}); !errors.Is(err, lease.ErrUnknownJob) {
+		t.Errorf("child without an AllocOwner backend: %v", err)
 	}
 }

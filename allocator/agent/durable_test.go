@@ -289,3 +289,76 @@ func TestLeaseProgressAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// creditBackend is durableBackend plus Creditor: each Observe marks every
+// job credited up to the snapshot's time, holding "alloc-<job>".
+type creditBackend struct {
+	durableBackend
+	restored map[string]state.Credit
+	marks    map[string]state.Credit
+}
+
+func (c *creditBackend) Observe() (*engine.Snapshot, error) {
+	s, err := c.durableBackend.Observe()
+	c.marks = map[string]state.Credit{}
+	for _, j := range s.Jobs {
+		c.marks[j.ID] = state.Credit{AtS: s.TimeS, Allocs: []string{"alloc-" + j.ID}}
+	}
+	return s, err
+}
+
+func (c *creditBackend) CreditMarks() map[string]state.Credit { return c.marks }
+
+func (c *creditBackend) RestoreCredit(m map[string]state.Credit) { c.restored = m }
+
+// TestCreditMarksSurviveRestart: each round saves the credit marks of the
+// snapshot whose received time it saves, and a restarted agent hands them
+// back to the backend before its first Observe.
+func TestCreditMarksSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	store := &memStore{}
+	b1 := &creditBackend{durableBackend: durableBackend{received: map[string]map[string]float64{}}}
+	a1 := newTestAgent(t, b1, store, nil)
+	if err := a1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mid *state.State
+	b1.onEnforce = func(*engine.Plan) { mid = store.state(t) }
+	for i := 0; i < 3; i++ {
+		if err := a1.StepContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The decision recorded before round 3's enforcement carries round 3's
+	// observation time (2: the fake clock advances once per Enforce).
+	if len(mid.Credit) != 3 || mid.Credit["a"].AtS != 2 || mid.Credit["a"].Allocs[0] != "alloc-a" {
+		t.Fatalf("credit marks saved with the decision: %+v", mid.Credit)
+	}
+	raw, _ := json.Marshal(mid)
+	b2 := &creditBackend{durableBackend: durableBackend{received: map[string]map[string]float64{}}}
+	a2 := newTestAgent(t, b2, &memStore{raw: raw}, nil)
+	if err := a2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(b2.restored) != 3 || b2.restored["b"].AtS != 2 {
+		t.Errorf("credit marks restored: %+v", b2.restored)
+	}
+	// A state written before marks existed restores none (and still loads).
+	mid.Credit = nil
+	raw, _ = json.Marshal(mid)
+	b3 := &creditBackend{durableBackend: durableBackend{received: map[string]map[string]float64{}}}
+	if err := newTestAgent(t, b3, &memStore{raw: raw}, nil).Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(b3.restored) != 0 {
+		t.Errorf("marks from nowhere: %+v", b3.restored)
+	}
+	// A finished job's mark goes with it.
+	st := state.New()
+	st.Credit = map[string]state.Credit{"x": {AtS: 1}}
+	st.Arrival["x"] = 0
+	st.RemoveJob("x")
+	if len(st.Credit) != 0 {
+		t.Errorf("RemoveJob kept the credit mark")
+	}
+}

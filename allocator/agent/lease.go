@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/lease"
@@ -17,12 +18,12 @@ var (
 // Lease answers a task's lease request from the current plan: the lease
 // continues iff the plan runs the job, and expires at the next round (when
 // the next plan is made). Jobs the agent does not schedule are
-// lease.ErrUnknownJob (404). Dispatched or periodic children are refused as
-// unknown: the agent schedules jobs by their own id and does not check
-// that a parent's token's allocation belongs to a child.
+// lease.ErrUnknownJob (404). A dispatched or periodic child (its identity
+// names the parent) acts for itself only: its allocation must be the
+// child's (checkCaller).
 func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) {
-	if c.Job != c.IdentityJob {
-		return lease.Grant{}, lease.ErrUnknownJob
+	if err := a.checkCaller(ctx, c); err != nil {
+		return lease.Grant{}, err
 	}
 	a.mu.Lock()
 	known, run := a.known[c.Job], a.planned[c.Job]
@@ -52,8 +53,8 @@ func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) 
 // type and the steps done, both kept in the durable state (saved with the
 // next round). The backend's progress comes from Reported.
 func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) error {
-	if c.Job != c.IdentityJob {
-		return lease.ErrUnknownJob
+	if err := a.checkCaller(ctx, c); err != nil {
+		return err
 	}
 	a.mu.Lock()
 	known := a.known[c.Job]
@@ -72,6 +73,55 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 		a.est.Observe(c.Job, p.GPUType, p.ThroughputStepsPerS)
 	}
 	a.st.Progress[c.Job] = float64(p.StepsDone)
+	return nil
+}
+
+// AllocOwner is implemented by backends that can tell which job an
+// allocation belongs to (the Nomad backend asks Nomad). The agent needs it
+// to let dispatched and periodic children use the lease API: their
+// workload identity names the parent job, so only the allocation tells
+// which child the caller is.
+type AllocOwner interface {
+	// AllocJob returns the id of the job that allocation alloc in
+	// namespace belongs to; "" and no error when there is no such
+	// allocation.
+	AllocJob(ctx context.Context, namespace, alloc string) (string, error)
+}
+
+// maxOwners bounds the cache of allocation owners.
+const maxOwners = 10000
+
+// checkCaller lets a caller act for the job it names: its own job, or, for
+// a child whose identity names its parent, the child its allocation belongs
+// to (never a sibling). An allocation's job never changes, so the answer is
+// cached.
+func (a *Agent) checkCaller(ctx context.Context, c lease.Caller) error {
+	if c.Job == c.IdentityJob {
+		return nil
+	}
+	owner, ok := a.cfg.Backend.(AllocOwner)
+	if !ok {
+		return lease.ErrUnknownJob // cannot tell children apart
+	}
+	key := c.Namespace + "\x00" + c.Alloc
+	a.mu.Lock()
+	job, cached := a.owners[key]
+	a.mu.Unlock()
+	if !cached {
+		var err error
+		if job, err = owner.AllocJob(ctx, c.Namespace, c.Alloc); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		if len(a.owners) >= maxOwners {
+			clear(a.owners)
+		}
+		a.owners[key] = job
+		a.mu.Unlock()
+	}
+	if job != c.Job {
+		return fmt.Errorf("%w: allocation %s is job %q's, not %q's", lease.ErrNotOwner, c.Alloc, job, c.Job)
+	}
 	return nil
 }
 

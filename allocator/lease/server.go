@@ -55,7 +55,9 @@ type Progress struct {
 }
 
 // LeaseDecider answers lease requests. For a child job (Caller.Job !=
-// Caller.IdentityJob) it should check that Caller.Alloc belongs to Caller.Job.
+// Caller.IdentityJob) it must check that Caller.Alloc belongs to Caller.Job
+// (Nomad names the parent in a child's identity, so the token alone lets a
+// child speak for any sibling) and answer ErrNotOwner when it does not.
 type LeaseDecider interface {
 	Lease(ctx context.Context, c Caller) (Grant, error)
 }
@@ -68,6 +70,10 @@ type ProgressSink interface {
 // ErrUnknownJob from a LeaseDecider or ProgressSink is answered with 404:
 // the allocator does not (or no longer) schedule the job.
 var ErrUnknownJob = errors.New("unknown job")
+
+// ErrNotOwner from a LeaseDecider or ProgressSink is answered with 403: the
+// caller's allocation is not the named (child) job's.
+var ErrNotOwner = errors.New("the token's allocation does not belong to the job")
 
 // Wire types (JSON). Numeric report fields are pointers so a missing field is
 // told apart from zero.
@@ -148,6 +154,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		switch {
 		case errors.Is(err, ErrUnknownJob):
 			he = &httpError{status: http.StatusNotFound, msg: err.Error()}
+		case errors.Is(err, ErrNotOwner):
+			he = &httpError{status: http.StatusForbidden, field: "job", msg: err.Error()}
 		default:
 			he = &httpError{status: http.StatusInternalServerError, msg: "internal error"}
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -378,5 +379,46 @@ func TestConcurrentVerifyFetchesOnce(t *testing.T) {
 	wg.Wait()
 	if n := f.jwks.fetches.Load(); n != 1 {
 		t.Fatalf("20 concurrent first verifications fetched the JWKS %d times, want 1", n)
+	}
+}
+
+// TestChildJobs: Nomad 1.11 puts a dispatched or periodic child's parent
+// in nomad_job_id (Job.GetIDforWorkloadIdentity); the verifier reports that
+// and the child's allocation, the server passes a child of the token's job
+// to the decider with both ids, refuses anything else, and answers the
+// decider's ErrNotOwner (the allocation is a sibling's) with 403.
+func TestChildJobs(t *testing.T) {
+	f := newFixture(t, "rondo-lease")
+	tok := f.rs.token(t, claims("train", "alloc-child"))
+	id, err := f.v.Verify(context.Background(), tok)
+	if err != nil || id.Job != "train" || id.Alloc != "alloc-child" || id.Namespace != "default" {
+		t.Fatalf("verified identity %+v, %v", id, err)
+	}
+	for _, job := range []string{"train/dispatch-1700000000-abcd", "train/periodic-1700000000"} {
+		if code, m := f.post(t, "/v1/lease", tok, `{"job":"`+job+`"}`); code != 200 {
+			t.Fatalf("child %s: %d %v", job, code, m)
+		}
+		if code, m := f.post(t, "/v1/progress", tok, `{"job":"`+job+`","steps_done":5,"throughput_steps_per_s":1,"gpu_type":"v100"}`); code != 204 {
+			t.Fatalf("child %s progress: %d %v", job, code, m)
+		}
+	}
+	want := Caller{Namespace: "default", Job: "train/periodic-1700000000", IdentityJob: "train", Alloc: "alloc-child", Task: "train"}
+	if n := len(f.rec.leases); n != 2 || f.rec.leases[1] != want || f.rec.callers[1] != want {
+		t.Fatalf("decider saw %+v, sink %+v", f.rec.leases, f.rec.callers)
+	}
+	// Not children of the token's job: another job's child, a job whose
+	// id merely starts with the parent's, a made-up suffix.
+	for _, job := range []string{"other/dispatch-1-a", "trainer/dispatch-1-a", "train-x", "train/other-1"} {
+		if code, m := f.post(t, "/v1/lease", tok, `{"job":"`+job+`"}`); code != 403 {
+			t.Errorf("job %s with a token for train: %d %v", job, code, m)
+		}
+	}
+	// The decider finds the allocation is another child's.
+	f.rec.err = fmt.Errorf("%w: allocation alloc-child is job %q's", ErrNotOwner, "train/dispatch-2-b")
+	if code, m := f.post(t, "/v1/lease", tok, `{"job":"train/dispatch-1-a"}`); code != 403 || m["field"] != "job" {
+		t.Errorf("sibling's lease: %d %v", code, m)
+	}
+	if code, m := f.post(t, "/v1/progress", tok, `{"job":"train/dispatch-1-a","steps_done":5,"throughput_steps_per_s":1,"gpu_type":"v100"}`); code != 403 {
+		t.Errorf("sibling's progress: %d %v", code, m)
 	}
 }

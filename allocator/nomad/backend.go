@@ -96,6 +96,7 @@ type jobState struct {
 	group     string
 	sf        int
 	gpus      []string // live placement
+	allocs    []string // the live allocations holding gpus
 	servers   []string
 	admitted  bool
 	inPool    bool
@@ -109,8 +110,9 @@ type jobState struct {
 }
 
 // Backend implements engine.Backend on a Nomad cluster. Its bookkeeping
-// (arrival and received time) is in memory: after a restart it re-reads the
-// running placement from Nomad and credits time afresh.
+// (arrival and received time) is in memory; the agent keeps it in the
+// durable state (Restore, CreditMarks, RestoreCredit), so that a restarted
+// backend carries on, crediting the jobs that ran through the downtime.
 type Backend struct {
 	cfg   Config
 	log   hclog.Logger
@@ -340,7 +342,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	// Read the opted-in jobs' specs a few at a time.
 	var ids []string
 	for _, s := range stubs {
-		if s.Meta[hcl.MetaVC] != "" && !s.Stop && s.Type != "system" && s.Type != "sysbatch" {
+		if schedulable(s) {
 			ids = append(ids, s.ID)
 		}
 	}
@@ -348,7 +350,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus}
 	seen := map[string]bool{}
 	for _, s := range stubs {
-		if s.Meta[hcl.MetaVC] == "" || s.Stop || s.Type == "system" || s.Type == "sysbatch" {
+		if !schedulable(s) {
 			continue
 		}
 		st, ok := b.observeJob(s.ID, specs[s.ID], now, types, allocs[s.ID])
@@ -370,11 +372,32 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	return snap, nil
 }
 
+// schedulable: an opted-in job Rondo schedules. Parameterized and periodic
+// parents never run themselves (their dispatched and periodic children,
+// which inherit the meta, are scheduled), nor do system jobs.
+func schedulable(s *api.JobListStub) bool {
+	return s.Meta[hcl.MetaVC] != "" && !s.Stop && s.Type != "system" && s.Type != "sysbatch" &&
+		!s.ParameterizedJob && !s.Periodic
+}
+
 // observeJob refreshes one job; ok is false when it is not active (finished,
 // unreadable policy, no GPU request).
 func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[string]bool, allocs []*api.AllocationListStub) (*jobState, bool) {
 	if job == nil {
 		return nil, false // unreadable (logged by readJobs)
+	}
+	if job.Dispatched {
+		// Rondo admits a job by re-registering it, which Nomad refuses for
+		// a dispatched child: the HTTP API does not carry Dispatched, and
+		// a register without it reads as turning the child into a
+		// parameterized job ("cannot update non-parameterized job to being
+		// parameterized"); Dispatched itself is read-only.
+		if !b.warned[id] {
+			b.warned[id] = true
+			b.log.Warn("job ignored: a dispatched job cannot be re-registered through Nomad's API, so Rondo cannot admit it; "+
+				"submit each run as its own job (or use a periodic job)", "job", id, "parent", deref(job.ParentID))
+		}
+		return nil, false
 	}
 	pol, err := hcl.PolicyFromMeta(job.Meta)
 	if err != nil {
@@ -414,6 +437,7 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	inPool := b.gpuPool(deref(job.NodePool))
 	admitted := inPool && hasNodePin(tg)
 	var gpus, servers []string
+	var held []heldAlloc
 	finished := false
 	liveN := 0
 	if el != nil {
@@ -437,12 +461,16 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		if a.AllocatedResources == nil {
 			continue
 		}
+		n := len(gpus)
 		for _, tr := range a.AllocatedResources.Tasks {
 			for _, d := range tr.Devices {
 				if d.Vendor == "nvidia" && d.Type == "gpu" {
 					gpus = append(gpus, d.DeviceIDs...)
 				}
 			}
+		}
+		if len(gpus) > n {
+			held = append(held, heldAlloc{id: a.ID, createS: time.Unix(0, a.CreateTime).Sub(b.epoch).Seconds()})
 		}
 	}
 	total := float64(pol.Steps)
@@ -458,6 +486,16 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		}
 		for t, v := range b.hist.Received[id] {
 			st.received[t] = v
+		}
+		// After a restart: the time from the last credit recorded in the
+		// state to now, if the job held its GPUs all along.
+		if mark, ok := b.hist.Credit[id]; ok && len(gpus) > 0 {
+			if c := downtimeCredit(mark, held, now); c > 0 {
+				typ := b.gpuTyp[gpus[0]]
+				st.received[typ] += c
+				b.log.Info("credited the allocator's downtime", "job", id, "type", typ, "seconds", c,
+					"since_s", mark.AtS, "allocs", len(held))
+			}
 		}
 		b.jobs[id] = st
 	}
@@ -483,6 +521,10 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	st.elastic = el
 	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
 	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
+	st.allocs = st.allocs[:0]
+	for _, h := range held {
+		st.allocs = append(st.allocs, h.id)
+	}
 	st.inPool, st.live = inPool, liveN
 	st.tput = map[string]float64{}
 	for t := range types {

@@ -1,8 +1,11 @@
 package nomad
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +23,8 @@ type History struct {
 	Epoch    time.Time
 	Arrival  map[string]float64
 	Received map[string]map[string]float64
+	// Credit is each job's last credit (state.State.Credit).
+	Credit map[string]state.Credit
 }
 
 // Restore seeds the backend with the history of a previous run. Call it
@@ -32,7 +37,8 @@ func (b *Backend) Restore(epoch time.Time, arrival map[string]float64, received 
 	if !h.Epoch.IsZero() {
 		b.epoch = h.Epoch
 	}
-	b.hist = History{Epoch: b.epoch, Arrival: maps.Clone(h.Arrival), Received: map[string]map[string]float64{}}
+	b.hist = History{Epoch: b.epoch, Arrival: maps.Clone(h.Arrival), Received: map[string]map[string]float64{},
+		Credit: b.hist.Credit}
 	for j, m := range h.Received {
 		b.hist.Received[j] = maps.Clone(m)
 	}
@@ -44,6 +50,71 @@ func (b *Backend) Restore(epoch time.Time, arrival map[string]float64, received 
 			st.received = maps.Clone(m)
 		}
 	}
+}
+
+// RestoreCredit hands the backend the last credit of each job as the
+// previous run saved it (state.State.Credit). Call it before the first
+// Observe, after Restore. When a job is first seen, one whose live
+// allocations holding GPUs are the ones recorded (or were created after the
+// record) is credited the time since on the GPUs' type: Nomad kept it
+// running while no allocator watched. A job that held none, or holds an
+// allocation older than the record that the record does not list, is
+// credited nothing.
+func (b *Backend) RestoreCredit(credit map[string]state.Credit) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hist.Credit = make(map[string]state.Credit, len(credit))
+	for id, c := range credit {
+		b.hist.Credit[id] = state.Credit{AtS: c.AtS, Allocs: slices.Clone(c.Allocs)}
+	}
+}
+
+// CreditMarks reports each observed job's last credit: the time of the
+// last Observe (on the epoch clock; the received time Observe reported is
+// up to it) and the allocations it then held GPUs with. The agent saves it
+// with the received time.
+func (b *Backend) CreditMarks() map[string]state.Credit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]state.Credit, len(b.jobs))
+	for id, st := range b.jobs {
+		if st.job == nil {
+			continue
+		}
+		out[id] = state.Credit{AtS: st.lastS, Allocs: slices.Clone(st.allocs)}
+	}
+	return out
+}
+
+// heldAlloc is a live allocation holding a job's GPUs, with its creation
+// time on the epoch clock.
+type heldAlloc struct {
+	id      string
+	createS float64
+}
+
+// downtimeCredit is the GPU time to credit a job first seen at now (after a
+// restart) that holds its GPUs with allocations held, given its last credit
+// mark: the time since the mark, or since the newest allocation's creation
+// when it was created after the mark (started by the last round before the
+// crash). Nothing when an allocation predates the mark but the mark does not
+// list it (it cannot be known to have held GPUs all along), or when it holds
+// none.
+func downtimeCredit(mark state.Credit, held []heldAlloc, now float64) float64 {
+	if len(held) == 0 {
+		return 0
+	}
+	since := mark.AtS
+	for _, h := range held {
+		if slices.Contains(mark.Allocs, h.id) {
+			continue
+		}
+		if h.createS < mark.AtS {
+			return 0
+		}
+		since = max(since, h.createS)
+	}
+	return max(now-since, 0)
 }
 
 // Epoch is time 0 of the snapshots' clock.
@@ -190,6 +261,25 @@ func (b *Backend) JobClass(id string) (vc string, opportunistic, ok bool) {
 		return "", false, false
 	}
 	return st.policy.VC, st.policy.Priority == hcl.Opportunistic, true
+}
+
+// AllocJob returns the job an allocation belongs to (the lease API's check
+// that a dispatched or periodic child, whose identity names its parent,
+// acts for itself): "" when Nomad has no such allocation in namespace.
+func (b *Backend) AllocJob(ctx context.Context, namespace, alloc string) (string, error) {
+	q := (&api.QueryOptions{Namespace: namespace}).WithContext(ctx)
+	a, _, err := b.cfg.Client.Allocations().Info(alloc, q)
+	if err != nil {
+		var ue api.UnexpectedResponseError
+		if errors.As(err, &ue) && ue.StatusCode() == 404 {
+			return "", nil
+		}
+		return "", fmt.Errorf("nomad: allocation %s: %w", alloc, err)
+	}
+	if a.Namespace != namespace {
+		return "", nil
+	}
+	return a.JobID, nil
 }
 
 // NodeName maps a node id seen by the last Observe to its name.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/state"
 )
 
 func TestGPUType(t *testing.T) {
@@ -103,5 +104,35 @@ func TestCheckpointProgress(t *testing.T) {
 	}
 	if steps, ok := CheckpointProgress(job); !ok || steps != 42 {
 		t.Errorf("progress %v %v", steps, ok)
+	}
+}
+
+// TestDowntimeCredit: after a restart a job is credited the time since its
+// last recorded credit only while the same allocations held its GPUs (or
+// ones created since), never time it was not running.
+func TestDowntimeCredit(t *testing.T) {
+	mark := state.Credit{AtS: 100, Allocs: []string{"a1", "a2"}}
+	for _, tc := range []struct {
+		name string
+		held []heldAlloc
+		now  float64
+		want float64
+	}{
+		{"same allocations ran throughout", []heldAlloc{{"a1", 40}, {"a2", 41}}, 130, 30},
+		{"one of a gang kept", []heldAlloc{{"a2", 41}}, 130, 30},
+		{"started after the mark (last round before the crash)", []heldAlloc{{"b1", 104}}, 130, 26},
+		{"migrated: the new allocation counts from its creation", []heldAlloc{{"a1", 40}, {"b1", 110}}, 130, 20},
+		{"an older allocation the mark does not list", []heldAlloc{{"c1", 90}}, 130, 0},
+		{"holds no GPUs now", nil, 130, 0},
+		{"clock behind the mark", []heldAlloc{{"a1", 40}}, 95, 0},
+	} {
+		if got := downtimeCredit(mark, tc.held, tc.now); got != tc.want {
+			t.Errorf("%s: credit %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A job that held nothing at the mark is credited only from the
+	// creation of what it holds now.
+	if got := downtimeCredit(state.Credit{AtS: 100}, []heldAlloc{{"b1", 112}}, 130); got != 18 {
+		t.Errorf("no allocations at the mark: credit %v, want 18", got)
 	}
 }

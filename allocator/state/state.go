@@ -45,10 +45,24 @@ type State struct {
 	// finish-time fairness's isolated time. Absent in states written before
 	// it existed; a restarted agent then starts its engine fresh.
 	Engine json.RawMessage `json:"engine,omitempty"`
+	// Credit is, per job, when its received time was last credited (seconds
+	// since Epoch, the observation Received is up to) and the Nomad
+	// allocations it then held GPUs with. A restarted allocator credits a
+	// job whose allocations are still the same running ones for the time
+	// since (the allocator's downtime included), and nothing otherwise.
+	// Absent in states written before it existed: such a restart credits
+	// nothing for the downtime.
+	Credit map[string]Credit `json:"credit,omitempty"`
 	// InFlight is the plan being enforced; nil once it is fully applied.
 	InFlight *Decision `json:"in_flight,omitempty"`
 	// SavedAt is set by Save.
 	SavedAt time.Time `json:"saved_at"`
+}
+
+// Credit is a job's last received-time credit (State.Credit).
+type Credit struct {
+	AtS    float64  `json:"at_s"`
+	Allocs []string `json:"allocs,omitempty"`
 }
 
 // Measurement is a throughput estimate from progress reports.
@@ -143,6 +157,7 @@ func (s *State) RemoveJob(job string) {
 	delete(s.Throughput, job)
 	delete(s.Arrival, job)
 	delete(s.Progress, job)
+	delete(s.Credit, job)
 }
 
 // Jobs returns every job the state knows anything about.

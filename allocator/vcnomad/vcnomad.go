@@ -21,6 +21,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/vcround"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 // Class is what the decider needs to know about a job beyond the engine's
@@ -192,7 +193,8 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			running[j] = ids
 		}
 	}
-	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS}
+	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
+		Allocation: mergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
 	in := map[string]bool{}
 	for _, a := range res.Plan.Assignments {
 		out := engine.Assignment{Jobs: a.Jobs, Type: a.Type, Priority: a.Priority}
@@ -232,6 +234,61 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// mergeAllocations joins the allocations in force of the VC engines and the
+// opportunistic engine into one, for the status's per-job X: each job's row
+// is its own engine's (a job is scheduled by one engine), over the union of
+// the GPU types. Fractions are of the engine's own GPUs (a VC's virtual
+// GPUs of that type, or the GPUs the VCs leave to opportunistic work).
+// Objective and solve statistics are not merged. Nil when no engine has an
+// allocation.
+func mergeAllocations(plans []*engine.Plan) *policies.Allocation {
+	var out *policies.Allocation
+	col := map[string]int{}
+	for _, p := range plans {
+		if p == nil || p.Allocation == nil {
+			continue
+		}
+		al := p.Allocation
+		if out == nil {
+			out = &policies.Allocation{Policy: "per-vc"}
+		}
+		for _, t := range al.Types {
+			if _, ok := col[t]; !ok {
+				col[t] = len(out.Types)
+				out.Types = append(out.Types, t)
+				for m := range out.X {
+					out.X[m] = append(out.X[m], 0)
+				}
+				for q := range out.PairX {
+					out.PairX[q] = append(out.PairX[q], 0)
+				}
+			}
+		}
+		widen := func(row []float64) []float64 {
+			r := make([]float64, len(out.Types))
+			for k, t := range al.Types {
+				if k < len(row) {
+					r[col[t]] = row[k]
+				}
+			}
+			return r
+		}
+		for m, id := range al.JobIDs {
+			if m < len(al.X) {
+				out.JobIDs = append(out.JobIDs, id)
+				out.X = append(out.X, widen(al.X[m]))
+			}
+		}
+		for q, pr := range al.PairJobs {
+			if q < len(al.PairX) {
+				out.PairJobs = append(out.PairJobs, pr)
+				out.PairX = append(out.PairX, widen(al.PairX[q]))
+			}
+		}
+	}
+	return out
 }
 
 // history is the per-VC engines' history as an agent saves it.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 func spec() cells.Spec {
@@ -190,5 +191,73 @@ func TestHistoryRoundTrip(t *testing.T) {
 	}
 	if err := d2.UnmarshalHistory([]byte(`{"policy":"max_min_fairness_perf"}`)); err == nil {
 		t.Errorf("a single engine's history was taken by the per-VC decider")
+	}
+}
+
+// TestPlanCarriesEveryEnginesX: the plan's allocation holds each job's row
+// of its own engine's X (the VC engines' and the opportunistic one's), so
+// that the agent's status shows x under per-VC engines too.
+func TestPlanCarriesEveryEnginesX(t *testing.T) {
+	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
+		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}}
+	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
+		ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
+		NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &engine.Snapshot{}
+	for _, n := range []string{"node-a", "node-b"} {
+		for _, g := range []string{"g0", "g1"} {
+			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
+		}
+	}
+	for _, id := range []string{"r0", "r1", "r2", "p0", "o0"} {
+		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+			TotalSteps: 100, RemainingSteps: 100})
+	}
+	p, err := d.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al := p.Allocation
+	if al == nil {
+		t.Fatal("no allocation in the plan")
+	}
+	x := map[string]float64{}
+	for m, id := range al.JobIDs {
+		x[id] = al.X[m][slices.Index(al.Types, "v100")]
+	}
+	// research: 3 jobs share its 2 virtual GPUs; prod: 1 job on 2; the
+	// opportunistic job alone on the GPU prod leaves.
+	for id, want := range map[string]float64{"r0": 2.0 / 3, "r1": 2.0 / 3, "r2": 2.0 / 3, "p0": 1, "o0": 1} {
+		if got, ok := x[id]; !ok || got < want-1e-3 || got > want+1e-3 {
+			t.Errorf("x[%s] = %v (listed %v), want %.3f", id, got, ok, want)
+		}
+	}
+}
+
+// TestMergeAllocations: rows keep their own engine's values over the union
+// of the types.
+func TestMergeAllocations(t *testing.T) {
+	a := &policies.Allocation{Types: []string{"v100"}, JobIDs: []string{"a"}, X: [][]float64{{0.5}}}
+	b := &policies.Allocation{Types: []string{"k80", "v100"}, JobIDs: []string{"b", "c"}, X: [][]float64{{0.25, 0.75}, {1, 0}},
+		PairJobs: [][2]string{{"b", "c"}}, PairX: [][]float64{{0.1, 0}}}
+	m := mergeAllocations([]*engine.Plan{nil, {Allocation: a}, {}, {Allocation: b}})
+	if !slices.Equal(m.Types, []string{"v100", "k80"}) || !slices.Equal(m.JobIDs, []string{"a", "b", "c"}) {
+		t.Fatalf("merged %+v", m)
+	}
+	want := [][]float64{{0.5, 0}, {0.75, 0.25}, {0, 1}}
+	for i := range want {
+		if !slices.Equal(m.X[i], want[i]) {
+			t.Errorf("row %s: %v, want %v", m.JobIDs[i], m.X[i], want[i])
+		}
+	}
+	if len(m.PairX) != 1 || !slices.Equal(m.PairX[0], []float64{0, 0.1}) {
+		t.Errorf("pairs %v %v", m.PairJobs, m.PairX)
+	}
+	if mergeAllocations([]*engine.Plan{nil, {}}) != nil {
+		t.Errorf("an allocation from no engine")
 	}
 }
