@@ -528,8 +528,22 @@ func testChildren(s *stack) {
 		}
 		return true, nil
 	})
+	// Each child's "finished" line is logged once, not at every later round.
+	s.waitFor(30*time.Second, "the children's finished lines", func() (bool, error) {
+		for _, k := range kids {
+			if !strings.Contains(ag.logs(), "finished: job="+k+" ") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	r0 := s.status(ag).Round
+	s.waitFor(30*time.Second, "two more rounds", func() (bool, error) { return s.status(ag).Round >= r0+2, nil })
 	logs := ag.logs()
 	for _, k := range kids {
+		if n := strings.Count(logs, "finished: job="+k+" "); n != 1 {
+			t.Errorf("periodic child %s: %d finished lines, want 1", k, n)
+		}
 		if !strings.Contains(logs, "admit: job="+k) {
 			t.Errorf("periodic child %s was not admitted by the agent", k)
 		}

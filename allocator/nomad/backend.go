@@ -127,6 +127,9 @@ type Backend struct {
 	pools  map[string]string // node id -> pool (observed GPU nodes)
 	listed []NodeInfo        // every node of the last Observe, by name
 	warned map[string]bool
+	// finished: jobs whose "finished" line was logged, while Nomad lists them
+	// (their state is dropped, so without it the line repeats every round).
+	finished map[string]bool
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -153,7 +156,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Now = time.Now
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{},
-		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}}, nil
+		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -369,6 +372,17 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 			delete(b.jobs, id)
 		}
 	}
+	if len(b.finished) > 0 {
+		listed := make(map[string]bool, len(stubs))
+		for _, s := range stubs {
+			listed[s.ID] = true
+		}
+		for id := range b.finished {
+			if !listed[id] {
+				delete(b.finished, id)
+			}
+		}
+	}
 	return snap, nil
 }
 
@@ -500,7 +514,8 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		b.jobs[id] = st
 	}
 	if finished && liveN == 0 || done >= total {
-		if st.lastState != "finished" {
+		if st.lastState != "finished" && !b.finished[id] {
+			b.finished[id] = true
 			b.log.Info("finished", "job", id, "steps", done)
 		}
 		st.lastState = "finished"
