@@ -80,6 +80,11 @@ type Engine struct {
 	// (recompute), zGen when the units or their order did: candidates'
 	// cached order is then stale.
 	zGen, zKeyGen, zBuild int
+	// resetGen counts resets; resetTypes are the types at the last one
+	// (unit.baseV's columns).
+	resetGen   int
+	resetTypes []string
+	prepStamp  int // the last prepare (round.go)
 
 	// Finish-time fairness's running isolated time.
 	isoTime  map[string]float64
@@ -282,6 +287,8 @@ func (e *Engine) x(u *unit, typ string) float64 {
 // of pairs. Units absent from the snapshot are forgotten.
 func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	types := typeNames(s.GPUs)
+	e.resetGen++
+	e.resetTypes = types
 	for _, u := range e.order {
 		if u.trivial() {
 			continue
@@ -289,13 +296,28 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		if u.def == nil {
 			u.def = map[string]float64{}
 		}
-		nb := make(map[string]float64, len(types))
-		for _, t := range types {
+		if cap(u.baseV) < len(types) {
+			u.baseV = make([]float64, len(types))
+			u.defV = make([]float64, len(types))
+		}
+		u.baseV, u.defV = u.baseV[:len(types)], u.defV[:len(types)]
+		for i, t := range types {
 			received := u.cum[t] - u.base[t]
 			u.def[t] += e.x(u, t)*elapsed - received
-			nb[t] = u.cum[t]
+			u.baseV[i] = u.cum[t]
+			u.defV[i] = u.def[t]
 		}
-		u.base = nb
+		// The new baseline replaces the map's contents (the unit owns
+		// it: history snapshots copy it).
+		if u.base == nil {
+			u.base = make(map[string]float64, len(types))
+		} else {
+			clear(u.base)
+		}
+		for i, t := range types {
+			u.base[t] = u.baseV[i]
+		}
+		u.baseGen = e.resetGen
 		u.setQuiet()
 	}
 	for k, u := range e.units {

@@ -13,26 +13,41 @@ type ukey [2]string
 // unit is a schedulable entity: one job, or a pair sharing GPUs. Units
 // persist across rounds; the snapshot's maps are re-read every round.
 type unit struct {
-	key    string
-	jobs   []string
-	sf     int
-	ja, jb *unit // a pair's job units
-	pos    int   // a job's index in the snapshot
-	jt     map[string]float64
-	pt     map[string][2]float64
-	cum    map[string]float64 // cumulative received time (snapshot)
-	base   map[string]float64 // cumulative at the last reset (nil: zeros)
-	def    map[string]float64 // carried deficit (nil: zeros)
-	xrow   []float64          // allocation row
-	inX    bool               // in the allocation in force
-	quiet  bool               // no share, no deficit, zero baseline
-	seen   int                // stamp of the last snapshot it was in
-	taken  int                // round it was selected in (jobs)
-	idx    int                // position in this round's order
-	zMark  []int              // per type buffer: the cache build it is in (candidates)
+	key     string
+	jobs    []string
+	sf      int
+	ja, jb  *unit // a pair's job units
+	pos     int   // a job's index in the snapshot
+	jt      map[string]float64
+	pt      map[string][2]float64
+	cum     map[string]float64 // cumulative received time (snapshot)
+	base    map[string]float64 // cumulative at the last reset (nil: zeros)
+	baseV   []float64          // base per e.resetTypes, valid if baseGen == e.resetGen
+	defV    []float64          // def per e.resetTypes, likewise
+	baseGen int
+	def     map[string]float64 // carried deficit (nil: zeros)
+	xrow    []float64          // allocation row
+	inX     bool               // in the allocation in force
+	quiet   bool               // no share, no deficit, zero baseline
+	seen    int                // stamp of the last snapshot it was in
+	taken   int                // round it was selected in (jobs)
+	idx     int                // position in this round's order
+	zMark   []int              // per type buffer: the cache build it is in (candidates)
 }
 
 func (u *unit) isPair() bool { return u.ja != nil }
+
+// deficit is u.def[t]; bi is t's index in e.resetTypes (-1: absent). A
+// unit updated at the last reset is read from its dense copy.
+func (e *Engine) deficit(u *unit, t string, bi int) float64 {
+	switch {
+	case u.def == nil:
+		return 0
+	case bi >= 0 && u.baseGen != 0 && u.baseGen == e.resetGen:
+		return u.defV[bi]
+	}
+	return u.def[t]
+}
 
 // tput is the unit's throughput on t ([1] unused for a job).
 func (u *unit) tput(t string) [2]float64 {
@@ -47,17 +62,28 @@ func (u *unit) setX(idx map[ukey][]float64, k ukey) {
 }
 
 func (u *unit) setQuiet() {
-	q := true
-	for _, v := range u.xrow {
-		q = q && v == 0
+	u.quiet = allZero(u.xrow) && allZeroMap(u.def) && allZeroMap(u.base)
+}
+
+func allZero(v []float64) bool {
+	for _, x := range v {
+		if x != 0 {
+			return false
+		}
 	}
-	for _, v := range u.def {
-		q = q && v == 0
+	return true
+}
+
+func allZeroMap(m map[string]float64) bool {
+	if len(m) == 0 {
+		return true
 	}
-	for _, v := range u.base {
-		q = q && v == 0
+	for _, x := range m {
+		if x != 0 {
+			return false
+		}
 	}
-	u.quiet = q
+	return true
 }
 
 // trivial: received time, deficit and share are zero on every type.
@@ -364,108 +390,37 @@ func byRank(a, b *candidate) int {
 // priority, deficit and X all 0) are not ranked one by one: they are
 // merged, in unit order, into the ranked others where their all-zero key
 // falls, so only as many are visited as selection needs.
+//
+// The ranking inputs of every type are prepared in one pass over the units
+// per round (prepare), which the calls for each type (up to three per type
+// in the default mechanism) share: nothing they read changes within a
+// round.
 func (e *Engine) candidates(t string, yield func(*candidate) bool) {
-	// Fractions of the type's received time since the last recompute.
-	credit := 0.0
-	if e.cfg.GavelCompat {
-		credit = e.cfg.RoundS / 2
-	}
-	// Buffers are reused from call to call, one set per type: a yielded
-	// candidate is valid until the next call for the same type.
-	if e.candBufs == nil {
-		e.candBufs = map[string]*candBuf{}
-	}
 	cb := e.candBufs[t]
-	if cb == nil {
-		cb = &candBuf{id: len(e.candBufs)}
-		e.candBufs[t] = cb
-	}
-	n := len(e.order)
-	if cap(cb.recv) < n {
-		cb.recv = make([]float64, n)
-		cb.class = make([]uint8, n)
-	}
-	recv, class := cb.recv[:n], cb.class[:n]
-	total := 0.0
-	nTriv := 0
-	for i, u := range e.order {
-		if u.trivial() {
-			class[i] = classTrivial
-			recv[i] = 0 + credit
-			nTriv++
-		} else {
-			class[i] = classRanked
-			recv[i] = u.cum[t] - u.base[t] + credit
-		}
-		total += recv[i]
-	}
-	// Units of priority 0 that are not trivial (no share here, or no
-	// throughput, but a history) keep their key — deficit and X — until
-	// the next recompute or change of units: their sorted order is kept
-	// from round to round, and only the units with a priority are sorted.
-	ti, hasT := e.typeIndex[t]
-	if cb.zBuilt && cb.zKeyGen == e.zKeyGen && cb.zGen != e.zGen {
-		// Only the units changed (arrivals, departures): keys are the
-		// same, so drop the units that left and keep the order, which a
-		// backend listing jobs in arrival order preserves (checked).
-		z := cb.z[:0]
-		for _, c := range cb.z {
-			if c.u.seen == e.stamp {
-				z = append(z, c)
+	if cb == nil || cb.prepRound != e.rounds || cb.prepStamp != e.prepStamp {
+		types := []string{t}
+		for tt := range e.typeIndex {
+			if tt != t {
+				types = append(types, tt)
 			}
 		}
-		clear(cb.z[len(z):])
-		if !slices.IsSortedFunc(z, func(a, b candidate) int { return byRank(&a, &b) }) {
-			slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
-		}
-		cb.z, cb.zGen = z, e.zGen
+		e.prepare(types)
+		cb = e.candBufs[t]
 	}
-	zValid := cb.zBuilt && cb.zGen == e.zGen && cb.zKeyGen == e.zKeyGen
-	nZ := 0
-	ranked := cb.ranked[:0]
-	for i, u := range e.order {
-		if class[i] == classTrivial {
-			continue
-		}
-		x := 0.0
-		if hasT && u.xrow != nil {
-			x = u.xrow[ti]
-		}
-		priority := 0.0
-		if x != 0 {
-			tp := u.tput(t)
-			switch {
-			case tp[0] <= 0 || (u.isPair() && tp[1] <= 0):
-			case total == 0 || recv[i] <= 0:
-				priority = x * 1e9 // never ran on this type since the reset: first
-			default:
-				priority = x / (recv[i] / total)
-			}
-		}
-		if priority == 0 {
-			class[i] = classZero
-			nZ++
-			if zValid && (cb.id >= len(u.zMark) || u.zMark[cb.id] != cb.zBuild) {
-				zValid = false
-			}
-			continue
-		}
-		ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: u.def[t]})
-	}
-	cb.ranked = ranked
-	slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
-	if !zValid || nZ != len(cb.z) {
+	if cb.needZ {
+		ti, hasT := e.typeIndex[t]
+		bi := slices.Index(e.resetTypes, t)
 		e.zBuild++
 		z := cb.z[:0]
 		for i, u := range e.order {
-			if class[i] != classZero {
+			if cb.class[i] != classZero {
 				continue
 			}
 			x := 0.0
 			if hasT && u.xrow != nil {
 				x = u.xrow[ti]
 			}
-			z = append(z, candidate{u: u, x: x, deficit: u.def[t]})
+			z = append(z, candidate{u: u, x: x, deficit: e.deficit(u, t, bi)})
 			for len(u.zMark) <= cb.id {
 				u.zMark = append(u.zMark, 0)
 			}
@@ -473,8 +428,9 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 		}
 		slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
 		cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, e.zBuild, true
+		cb.needZ = false
 	}
-	zs := cb.z
+	ranked, zs, class, nTriv := cb.ranked, cb.z, cb.class, cb.nTriv
 	// Trivial units' candidates are made only when visited.
 	trivs := cb.trivs[:0]
 	if cap(trivs) < nTriv {
@@ -516,6 +472,144 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 	cb.trivs = trivs
 }
 
+// prepare computes, for each of types, this round's ranked candidates
+// (priority > 0, sorted), the classes of the units and whether the cached
+// sorted priority-0 candidates must be rebuilt — in one pass over the
+// units for all types.
+func (e *Engine) prepare(types []string) {
+	// Fractions of the type's received time since the last recompute.
+	credit := 0.0
+	if e.cfg.GavelCompat {
+		credit = e.cfg.RoundS / 2
+	}
+	if e.candBufs == nil {
+		e.candBufs = map[string]*candBuf{}
+	}
+	n := len(e.order)
+	type tstate struct {
+		cb     *candBuf
+		t      string
+		ti, bi int
+		hasT   bool
+		total  float64
+		nZ     int
+		zValid bool
+		pos    []int // units with a share and a throughput here
+	}
+	ts := make([]tstate, len(types))
+	for q, t := range types {
+		cb := e.candBufs[t]
+		if cb == nil {
+			cb = &candBuf{id: len(e.candBufs)}
+			e.candBufs[t] = cb
+		}
+		if cap(cb.recv) < n {
+			cb.recv = make([]float64, n)
+			cb.class = make([]uint8, n)
+		}
+		cb.recv, cb.class = cb.recv[:n], cb.class[:n]
+		// Units of priority 0 that are not trivial (no share here, or no
+		// throughput, but a history) keep their key — deficit and X —
+		// until the next recompute or change of units: their sorted order
+		// is kept from round to round, and only the units with a priority
+		// are sorted.
+		if cb.zBuilt && cb.zKeyGen == e.zKeyGen && cb.zGen != e.zGen {
+			// Only the units changed (arrivals, departures): keys are the
+			// same, so drop the units that left and keep the order, which
+			// a backend listing jobs in arrival order preserves (checked).
+			z := cb.z[:0]
+			for _, c := range cb.z {
+				if c.u.seen == e.stamp {
+					z = append(z, c)
+				}
+			}
+			clear(cb.z[len(z):])
+			if !slices.IsSortedFunc(z, func(a, b candidate) int { return byRank(&a, &b) }) {
+				slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
+			}
+			cb.z, cb.zGen = z, e.zGen
+		}
+		ti, hasT := e.typeIndex[t]
+		ts[q] = tstate{cb: cb, t: t, ti: ti, hasT: hasT, bi: slices.Index(e.resetTypes, t),
+			zValid: cb.zBuilt && cb.zGen == e.zGen && cb.zKeyGen == e.zKeyGen, pos: cb.pos[:0]}
+	}
+	nTriv := 0
+	for i, u := range e.order {
+		if u.trivial() {
+			for q := range ts {
+				s := &ts[q]
+				s.cb.class[i] = classTrivial
+				s.cb.recv[i] = 0 + credit
+				s.total += s.cb.recv[i]
+			}
+			nTriv++
+			continue
+		}
+		for q := range ts {
+			s := &ts[q]
+			// Baselines set at the last reset are read from the dense
+			// copy (the map's values, without hashing the type).
+			b := 0.0
+			switch {
+			case u.base == nil:
+			case u.baseGen != 0 && u.baseGen == e.resetGen:
+				if s.bi >= 0 {
+					b = u.baseV[s.bi]
+				}
+			default:
+				b = u.base[s.t]
+			}
+			s.cb.recv[i] = u.cum[s.t] - b + credit
+			s.total += s.cb.recv[i]
+			x := 0.0
+			if s.hasT && u.xrow != nil {
+				x = u.xrow[s.ti]
+			}
+			if x != 0 {
+				tp := u.tput(s.t)
+				if !(tp[0] <= 0 || (u.isPair() && tp[1] <= 0)) {
+					s.cb.class[i] = classRanked
+					s.pos = append(s.pos, i)
+					continue
+				}
+			}
+			s.cb.class[i] = classZero
+			s.nZ++
+			if s.zValid && (s.cb.id >= len(u.zMark) || u.zMark[s.cb.id] != s.cb.zBuild) {
+				s.zValid = false
+			}
+		}
+	}
+	e.prepStamp++
+	for q := range ts {
+		s := &ts[q]
+		cb := s.cb
+		ranked := cb.ranked[:0]
+		for _, i := range s.pos {
+			u := e.order[i]
+			x := u.xrow[s.ti]
+			var priority float64
+			if s.total == 0 || cb.recv[i] <= 0 {
+				priority = x * 1e9 // never ran on this type since the reset: first
+			} else {
+				priority = x / (cb.recv[i] / s.total)
+			}
+			if priority == 0 {
+				// Underflow: ranked with the priority-0 units.
+				cb.class[i] = classZero
+				s.nZ++
+				s.zValid = false
+				continue
+			}
+			ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: e.deficit(u, s.t, s.bi)})
+		}
+		slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
+		cb.ranked, cb.pos, cb.nTriv = ranked, s.pos, nTriv
+		cb.needZ = !s.zValid || s.nZ != len(cb.z)
+		cb.prepRound, cb.prepStamp = e.rounds, e.prepStamp
+	}
+}
+
 // Unit classes in candidates.
 const (
 	classTrivial uint8 = iota
@@ -537,6 +631,13 @@ type candBuf struct {
 	zKeyGen int
 	zBuild  int
 	zBuilt  bool
+	// This round's preparation (prepare): valid while prepRound and
+	// prepStamp are the engine's.
+	pos       []int
+	nTriv     int
+	needZ     bool
+	prepRound int
+	prepStamp int
 }
 
 // place assigns GPUs per type, units in decreasing scale factor: first a

@@ -19,6 +19,7 @@ type pairState struct {
 	key  string
 	tput map[string][2]float64
 	recv map[string]float64 // nil until the pair first runs
+	li   int                // index in simulator.pairList while it is clean
 }
 
 // simulator is the virtual-time backend state.
@@ -251,7 +252,10 @@ func (s *simulator) complete() {
 			if ps := s.pairs[m.pairKey]; ps != nil {
 				if ps.recv == nil {
 					ps.recv = map[string]float64{}
-					s.pairsDirty = true
+					if !s.pairsDirty {
+						// Only this entry changes: no need to rebuild.
+						s.pairList[ps.li].ReceivedS = ps.recv
+					}
 				}
 				ps.recv[m.typ] += credited
 			}
@@ -348,6 +352,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			s.pairList = s.pairList[:0]
 			for _, a := range s.active {
 				for _, ps := range a.partners {
+					ps.li = len(s.pairList)
 					s.pairList = append(s.pairList, engine.Pair{Jobs: [2]string{a.id, ps.b.id}, Throughput: ps.tput, ReceivedS: ps.recv})
 				}
 			}

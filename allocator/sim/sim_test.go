@@ -2,10 +2,12 @@ package sim
 
 import (
 	"math"
+	"reflect"
 	"sort"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -170,5 +172,65 @@ func TestStartCost(t *testing.T) {
 	a, b := run(2, 0), run(2, 2)
 	if b.MakespanS < a.MakespanS*1.15 {
 		t.Errorf("two jobs alternating: makespan %.1fs with a 2s start cost, %.1fs without", b.MakespanS, a.MakespanS)
+	}
+}
+
+// The snapshot's pair list is patched in place when a pair first runs
+// (instead of rebuilt): it must always equal a rebuilt list, received-time
+// maps included.
+func TestPairListMatchesRebuild(t *testing.T) {
+	g, err := trace.NewGenerator(trace.Options{Seed: 0, Rate: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Cluster: Cluster{Types: map[string]int{"v100": 4, "p100": 4, "k80": 4}, GPUsPerServer: 1, PricePerHourUS: DefaultPrices},
+		Engine: engine.Config{Policy: "gandiva", GavelCompat: true, RoundS: 360}}
+	s := &simulator{o: o, src: &GeneratorSource{G: g, Limit: 60}, tb: throughputs.Default(), pairs: map[string]*pairState{},
+		byIDs: map[string]*jobState{}, pairTput: map[[2]throughputs.Key]map[string][2]float64{}, prevRunning: map[string]string{}}
+	if err := s.buildCluster(); err != nil {
+		t.Fatal(err)
+	}
+	if s.eng, err = engine.New(o.Engine); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.fetch(); err != nil {
+		t.Fatal(err)
+	}
+	patched := 0
+	for steps := 0; !s.finished() && steps < 3000; steps++ {
+		before := map[*pairState]bool{}
+		for _, ps := range s.pairs {
+			before[ps] = ps.recv == nil
+		}
+		if err := s.step(); err != nil {
+			t.Fatal(err)
+		}
+		if s.pairsDirty {
+			continue
+		}
+		for ps, wasNil := range before {
+			if wasNil && ps.recv != nil && s.pairs[ps.key] == ps {
+				patched++
+			}
+		}
+		var want []engine.Pair
+		for _, a := range s.active {
+			for _, ps := range a.partners {
+				want = append(want, engine.Pair{Jobs: [2]string{a.id, ps.b.id}, ReceivedS: ps.recv})
+			}
+		}
+		if len(want) != len(s.pairList) {
+			t.Fatalf("step %d: %d pairs listed, want %d", steps, len(s.pairList), len(want))
+		}
+		for i, w := range want {
+			got := s.pairList[i]
+			if got.Jobs != w.Jobs || (got.ReceivedS == nil) != (w.ReceivedS == nil) ||
+				(w.ReceivedS != nil && reflect.ValueOf(got.ReceivedS).UnsafePointer() != reflect.ValueOf(w.ReceivedS).UnsafePointer()) {
+				t.Fatalf("step %d: pair %d is %v (recv %v), want %v (recv %v)", steps, i, got.Jobs, got.ReceivedS, w.Jobs, w.ReceivedS)
+			}
+		}
+	}
+	if patched == 0 {
+		t.Fatal("no pair ran for the first time while the list was clean: the test checks nothing")
 	}
 }

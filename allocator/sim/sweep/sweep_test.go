@@ -5,10 +5,12 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -290,5 +292,38 @@ func TestJournalResume(t *testing.T) {
 	}
 	if ran != 1 || len(again) != 3 || again[0].Result.AvgJCTS != first[0].Result.AvgJCTS || again[2].Seed != 2 {
 		t.Errorf("resume: ran %d, runs %d", ran, len(again))
+	}
+}
+
+// Runs start longest first — higher rates, then the packing policies —
+// while the results keep the given order.
+func TestStartOrderLongestFirst(t *testing.T) {
+	cfg := smallConfig()
+	cfg.Policies = []string{"max_min_fairness", "gandiva", "max_min_fairness_packed"}
+	cfg.Rates = []float64{0.15, 0.3}
+	cfg.Seeds = []int64{0}
+	cfg.Options.WindowStart, cfg.Options.WindowEnd = 0, 4
+	cfg.Parallel = 1 // one worker: progress order is start order
+	var started []string
+	cfg.Progress = func(done, total int, r *Run) {
+		started = append(started, fmt.Sprintf("%s@%g", r.Policy, r.Rate))
+	}
+	runs, err := Execute(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gandiva@0.3", "max_min_fairness_packed@0.3", "max_min_fairness@0.3",
+		"gandiva@0.15", "max_min_fairness_packed@0.15", "max_min_fairness@0.15"}
+	if !slices.Equal(started, want) {
+		t.Errorf("start order %v, want %v", started, want)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, fmt.Sprintf("%s@%g", r.Policy, r.Rate))
+	}
+	wantRuns := []string{"max_min_fairness@0.15", "max_min_fairness@0.3", "gandiva@0.15", "gandiva@0.3",
+		"max_min_fairness_packed@0.15", "max_min_fairness_packed@0.3"}
+	if !slices.Equal(got, wantRuns) {
+		t.Errorf("results %v, want %v", got, wantRuns)
 	}
 }
