@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/rondo-sched/rondo/policies/lp"
 )
@@ -29,196 +28,11 @@ func (p *maxMin) solveLP(pairs *pairRates) (*maxMinResult, [][]float64, error) {
 	return p.solveLPFrom(pairs, nil)
 }
 
-// solveLPFromCold is solveLPFrom rebuilding and solving the restricted LP
-// from scratch at every column-generation pass: the reference the
-// incremental solveLPFrom is tested against.
-func (p *maxMin) solveLPFromCold(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
-	n, k := len(p.e), len(p.capacity)
-	var inModel map[[2]int]bool
-	var active [][2]int // (pair, type) columns in the restricted LP
-	if pairs != nil {
-		inModel = map[[2]int]bool{}
-		for _, c := range seed {
-			if !inModel[c] {
-				inModel[c] = true
-				active = append(active, c)
-			}
-		}
-	}
-	for iter := 0; ; iter++ {
-		var m lp.Model
-		tVar := m.AddVar(0, lp.Inf, 1)
-		m.Maximize()
-		xVar := make([][]int, n)
-		for i := 0; i < n; i++ {
-			xVar[i] = make([]int, k)
-			for j := 0; j < k; j++ {
-				xVar[i][j] = -1
-				if p.e[i][j] > 0 && p.capacity[j] > 0 {
-					xVar[i][j] = m.AddVar(0, p.cap[i], 0) // GPU time r
-				}
-			}
-		}
-		yVar := make([]int, len(active))
-		for c, pj := range active {
-			yVar[c] = m.AddVar(0, pairs.sf[pj[0]], 0)
-		}
-		// Per-job rows: time, level ≥ w·t, level ≥ floor.
-		timeRow := make([]int, n)
-		levelRow := make([]int, n)
-		idxT := make([][]int, n)
-		valT := make([][]float64, n)
-		idxL := make([][]int, n)
-		valL := make([][]float64, n)
-		for i := 0; i < n; i++ {
-			for j := 0; j < k; j++ {
-				if v := xVar[i][j]; v >= 0 {
-					idxT[i] = append(idxT[i], v)
-					valT[i] = append(valT[i], 1)
-					idxL[i] = append(idxL[i], v)
-					valL[i] = append(valL[i], p.e[i][j])
-				}
-			}
-		}
-		for c, pj := range active {
-			q, j := pj[0], pj[1]
-			for _, side := range []struct {
-				job  int
-				rate float64
-			}{{pairs.a[q], pairs.rateA[q][j]}, {pairs.b[q], pairs.rateB[q][j]}} {
-				idxT[side.job] = append(idxT[side.job], yVar[c])
-				valT[side.job] = append(valT[side.job], 1)
-				idxL[side.job] = append(idxL[side.job], yVar[c])
-				valL[side.job] = append(valL[side.job], side.rate)
-			}
-		}
-		for i := 0; i < n; i++ {
-			timeRow[i] = m.AddRow(idxT[i], valT[i], -lp.Inf, p.cap[i])
-			levelRow[i] = -1
-			if p.w[i] > 0 {
-				levelRow[i] = m.AddRow(append(idxL[i], tVar), append(valL[i], -p.w[i]), 0, lp.Inf)
-			}
-			if p.floor[i] > 0 {
-				m.AddRow(idxL[i], valL[i], p.floor[i], lp.Inf)
-			}
-		}
-		capRow := make([]int, k)
-		for j := 0; j < k; j++ {
-			var idx []int
-			var val []float64
-			for i := 0; i < n; i++ {
-				if v := xVar[i][j]; v >= 0 {
-					idx = append(idx, v)
-					val = append(val, 1)
-				}
-			}
-			for c, pj := range active {
-				if pj[1] == j {
-					idx = append(idx, yVar[c])
-					val = append(val, 1)
-				}
-			}
-			capRow[j] = m.AddRow(idx, val, -lp.Inf, p.capacity[j])
-		}
-		// t is bounded by the jobs' own best levels; without any weighted job
-		// the program only checks floors.
-		anyW := false
-		for i := range p.w {
-			anyW = anyW || p.w[i] > 0
-		}
-		if !anyW {
-			m.SetObj(tVar, 0)
-		}
-		sol, err := m.Solve()
-		if err != nil {
-			return nil, nil, fmt.Errorf("max-min LP: %w", err)
-		}
-		if pairs != nil {
-			// Price every (pair, type) not yet in the model.
-			type cand struct {
-				q, j int
-				rc   float64
-			}
-			var cands []cand
-			for q := range pairs.a {
-				for j := 0; j < k; j++ {
-					if inModel[[2]int{q, j}] || p.capacity[j] <= 0 {
-						continue
-					}
-					ra, rb := pairs.rateA[q][j], pairs.rateB[q][j]
-					if ra <= 0 && rb <= 0 {
-						continue
-					}
-					a, b := pairs.a[q], pairs.b[q]
-					// Reduced cost c − Σ_i y_i·a_i with y = ∂objective/∂rhs
-					// (lp's convention): per unit of GPU time the column
-					// uses a's and b's time rows and capacity j (coefficient
-					// 1) and adds rate to both level rows (whose duals are
-					// ≤ 0: raising a floor can only cost).
-					rc := -sol.Duals[timeRow[a]] - sol.Duals[timeRow[b]] - sol.Duals[capRow[j]]
-					if levelRow[a] >= 0 {
-						rc -= sol.Duals[levelRow[a]] * ra
-					}
-					if levelRow[b] >= 0 {
-						rc -= sol.Duals[levelRow[b]] * rb
-					}
-					if rc > 1e-9 {
-						cands = append(cands, cand{q, j, rc})
-					}
-				}
-			}
-			if len(cands) > 0 {
-				sort.Slice(cands, func(x, y int) bool {
-					if cands[x].rc != cands[y].rc {
-						return cands[x].rc > cands[y].rc
-					}
-					if cands[x].q != cands[y].q {
-						return cands[x].q < cands[y].q
-					}
-					return cands[x].j < cands[y].j
-				})
-				limit := max(200, n)
-				for i, c := range cands {
-					if i >= limit {
-						break
-					}
-					inModel[[2]int{c.q, c.j}] = true
-					active = append(active, [2]int{c.q, c.j})
-				}
-				continue
-			}
-		}
-		res := &maxMinResult{t: sol.X[tVar], passes: iter + 1, r: make([][]float64, n)}
-		if !anyW {
-			res.t = math.Inf(1)
-		}
-		for i := 0; i < n; i++ {
-			res.r[i] = make([]float64, k)
-			for j := 0; j < k; j++ {
-				if v := xVar[i][j]; v >= 0 {
-					res.r[i][j] = sol.X[v]
-				}
-			}
-		}
-		var pr [][]float64
-		if pairs != nil {
-			pr = make([][]float64, len(pairs.a))
-			for q := range pr {
-				pr[q] = make([]float64, k)
-			}
-			for c, pj := range active {
-				pr[pj[0]][pj[1]] = sol.X[yVar[c]]
-			}
-		}
-		return res, pr, nil
-	}
-}
-
 // solveLPFrom starts the restricted LP with the given pair columns (pair,
 // type): with floors that were reached using pairs, the LP without them can
 // be infeasible. The restricted LP stays loaded in Clp across the
 // column-generation passes: each pass adds the new pair columns and
-// re-solves from the last optimal basis (solveLPFromCold rebuilds it).
+// re-solves from the last optimal basis instead of rebuilding it.
 func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
 	n, k := len(p.e), len(p.capacity)
 	var inModel []bool  // pair*k + type
@@ -343,8 +157,7 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 				// (lp's convention): per unit of GPU time the column uses
 				// a's and b's time rows and capacity j (coefficient 1) and
 				// adds rate to both level rows (whose duals are ≤ 0:
-				// raising a floor can only cost). Same pricing as
-				// solveLPFromCold.
+				// raising a floor can only cost).
 				base := -d[timeRow[a]] - d[timeRow[b]]
 				la, lb := 0.0, 0.0
 				if levelRow[a] >= 0 {
