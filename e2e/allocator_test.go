@@ -42,7 +42,43 @@ type stack struct {
 	leaseAddr string
 }
 
+// startStack: the cells cluster most subtests share, 2 V100 + 2 K80.
 func startStack(t *testing.T) *stack {
+	cfg := `round_seconds = 4
+cell_type "v100" {
+  gpu_type = "v100"
+}
+cell_type "v100-node" {
+  child = "v100"
+  count = 2
+  node  = true
+}
+cell_type "k80" {
+  gpu_type = "k80"
+}
+cell_type "k80-node" {
+  child = "k80"
+  count = 2
+  node  = true
+}
+cell "v100-node" "a" {
+  nomad_node = "v100-a"
+}
+cell "k80-node" "b" {
+  nomad_node = "k80-a"
+}
+vc "research" {
+  quota  = { "v100-node" = 1, "k80-node" = 1 }
+  policy = "max_min_fairness_perf"
+}
+`
+	return startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}, cfg)
+}
+
+// startStackWith starts a Nomad cluster (ACLs on) with the given clients,
+// builds the binaries, gives the agent a token of the minimal allocator
+// policy and writes its config cfg.
+func startStackWith(t *testing.T, clients []cluster.ClientSpec, cfg string) *stack {
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
 	}
@@ -60,8 +96,7 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true,
-		Clients: []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}})
+	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true, Clients: clients})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,34 +126,6 @@ func startStack(t *testing.T) *stack {
 		os.RemoveAll(dir)
 	})
 	s.cfgPath = filepath.Join(tmp, "cluster.hcl")
-	cfg := `round_seconds = 4
-cell_type "v100" {
-  gpu_type = "v100"
-}
-cell_type "v100-node" {
-  child = "v100"
-  count = 2
-  node  = true
-}
-cell_type "k80" {
-  gpu_type = "k80"
-}
-cell_type "k80-node" {
-  child = "k80"
-  count = 2
-  node  = true
-}
-cell "v100-node" "a" {
-  nomad_node = "v100-a"
-}
-cell "k80-node" "b" {
-  nomad_node = "k80-a"
-}
-vc "research" {
-  quota  = { "v100-node" = 1, "k80-node" = 1 }
-  policy = "max_min_fairness_perf"
-}
-`
 	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

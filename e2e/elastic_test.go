@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,63 +9,6 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
-
-// startStackWith is startStack with other clients and another agent
-// config (a copy rather than a change of startStack, which other tests
-// and branches share).
-func startStackWith(t *testing.T, clients []cluster.ClientSpec, cfg string) *stack {
-	if testing.Short() {
-		t.Skip("e2e: skipped with -short")
-	}
-	nomad := NomadBinary(t)
-	root := moduleRoot(t)
-	tmp := t.TempDir()
-	s := &stack{t: t, bin: filepath.Join(tmp, "bin"), nomad: nomad, ckpt: filepath.Join(tmp, "ckpt")}
-	plugins := filepath.Join(tmp, "plugins")
-	for dir, pkg := range map[string]string{plugins: "./cmd/nomad-device-rondo", s.bin + "/r": "./cmd/rondo", s.bin + "/t": "./cmd/rondo-trainer"} {
-		BuildPlugin(t, pkg, dir)
-	}
-	os.Rename(s.bin+"/r/rondo", s.bin+"/rondo")
-	os.Rename(s.bin+"/t/rondo-trainer", s.bin+"/rondo-trainer")
-	dir, err := os.MkdirTemp("", "rondo-e2e-cluster-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true, Clients: clients})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.c = c
-	rules, err := os.ReadFile(filepath.Join(root, "jobs/acl/rondo-allocator.policy.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.API.ACLPolicies().Upsert(&api.ACLPolicy{Name: "rondo-allocator", Rules: string(rules)}, nil); err != nil {
-		t.Fatalf("apply policy: %v", err)
-	}
-	tok, _, err := c.API.ACLTokens().Create(&api.ACLToken{Name: "rondo-allocator", Type: "client", Policies: []string{"rondo-allocator"}}, nil)
-	if err != nil {
-		t.Fatalf("create token: %v", err)
-	}
-	s.token = tok.SecretID
-	lp, err := cluster.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.leaseAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lp[0]))
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			t.Logf("cluster logs:\n%s", c.Logs(3000))
-		}
-		os.RemoveAll(dir)
-	})
-	s.cfgPath = filepath.Join(tmp, "cluster.hcl")
-	if err := os.WriteFile(s.cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // elasticJobHCL is jobHCL with meta rondo.elastic = "min:max" (one GPU per
 // worker).
