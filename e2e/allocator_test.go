@@ -595,7 +595,9 @@ func testRotationKill(s *stack) {
 	}
 	ag := s.startAgent("4s")
 	s.waitFor(60*time.Second, "a suspension", func() (bool, error) {
-		return strings.Contains(ag.logs(), "suspend") || strings.Contains(ag.logs(), "preempt"), nil
+		// The backend's event lines ("suspend: job=ID"), not the round
+		// line's "suspends=0".
+		return strings.Contains(ag.logs(), "suspend: job=") || strings.Contains(ag.logs(), "preempt: job="), nil
 	})
 	// The durable state (Nomad Variables, written with the agent's ACL
 	// token) holds the round, the received time and the progress the
