@@ -472,7 +472,12 @@ func testUnhealthy(s *stack) {
 // failing every round.
 func testChildren(s *stack) {
 	t, c := s.t, s.c.API
-	const steps = 200
+	// On a V100 (64 steps/s) 1000 steps span about four rounds, so the
+	// progress the children report is in a saved state before they
+	// finish (a finished job's entry is removed). With 200 steps they
+	// finished within their first round once the cells placed them on the
+	// V100 their engine chose (issue #5; they used to land on the K80s).
+	const steps = 1000
 	hcl := func(id, block string) string {
 		return strings.Replace(s.jobHCL(id, "LM (batch size 20)", steps, 1), `type = "batch"`,
 			"type = \"batch\"\n  "+block, 1)
