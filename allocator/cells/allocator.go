@@ -38,6 +38,10 @@ type Request struct {
 	VC       string // ignored for opportunistic requests except for reporting
 	Priority Priority
 	Members  []int
+	// GPUType, when set, restricts the gang to leaves of that GPU type (a
+	// round engine chose the type: its received-time accounting and
+	// priorities are per type).
+	GPUType string
 }
 
 // Placement is where a request went: leaf addresses per member, and the
@@ -349,7 +353,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 	for vl := range ok {
 		if s.vcs[v].leaf[vl] == "" {
 			pl := a.leafTarget(s, v, vl, false)
-			ok[vl] = pl < 0 || !s.bad[pl]
+			ok[vl] = (pl < 0 || !s.bad[pl]) && (r.GPUType == "" || a.gpuType(f, f.leaves[vl]) == r.GPUType)
 		}
 	}
 	usable := func(vl int) bool { return ok[vl] }
@@ -392,7 +396,9 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 // placeOpportunistic places r on free healthy GPUs anywhere, away from
 // bound cells and packed with other opportunistic work.
 func (a *Allocator) placeOpportunistic(s *state, r Request) error {
-	usable := func(l int) bool { return s.leafGang[l] == "" && !s.bad[l] }
+	usable := func(l int) bool {
+		return s.leafGang[l] == "" && !s.bad[l] && (r.GPUType == "" || a.gpuType(&a.phys, a.phys.leaves[l]) == r.GPUType)
+	}
 	boundLeaf := make([]bool, len(a.phys.leaves))
 	for c := range a.phys.cells {
 		if s.boundVC[c] >= 0 {

@@ -264,7 +264,13 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 		if len(a.Jobs) != 1 {
 			return fmt.Errorf("vcround: packed units (%v) are not supported", a.Jobs)
 		}
-		req := cells.Request{ID: a.Jobs[0], VC: vc, Priority: p, Members: split(a.GPUs, nodeOf)}
+		// The engine chose the GPU type (its received time and priorities
+		// are per type): the cells place the gang on that type. Without it
+		// the first cells that fit took the job whatever type the engine
+		// chose, so a job the engine moved to a type it had received no
+		// time on stayed where it was, kept top priority there every round,
+		// and jobs beyond the VC's GPUs starved.
+		req := cells.Request{ID: a.Jobs[0], VC: vc, Priority: p, Members: split(a.GPUs, nodeOf), GPUType: a.Type}
 		pl, err := s.a.Allocate(req)
 		if errors.Is(err, cells.ErrWait) {
 			req.Members = slices.Repeat([]int{1}, len(a.GPUs))

@@ -267,3 +267,30 @@ func TestNewChecksEngines(t *testing.T) {
 		t.Fatal("engines out of order accepted")
 	}
 }
+
+// TestCellsHonourEngineType: a VC whose quota lists its K80 node before its
+// V100 node, six 1-GPU jobs on its four GPUs under LAS. The engine moves a
+// job to the type it has received no time on; the cells must place it on
+// that type (they used to take the first cells that fit, so the job stayed
+// on its K80, kept top priority on V100 every round, and the two jobs
+// beyond the four GPUs ran only once the others had finished). Every job
+// starts within three rounds.
+func TestCellsHonourEngineType(t *testing.T) {
+	spec := cells.Spec{
+		Types: []cells.CellType{{Name: "v100", GPUType: "v100"}, {Name: "v100-node", Child: "v100", Count: 2, Node: true},
+			{Name: "k80", GPUType: "k80"}, {Name: "k80-node", Child: "k80", Count: 2, Node: true}},
+		Cells: []cells.TopCell{{Name: "a", Type: "v100-node"}, {Name: "b", Type: "k80-node"}},
+		VCs:   []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "k80-node", Count: 1}, {Type: "v100-node", Count: 1}}}},
+	}
+	var jobs []Job
+	for i := 0; i < 6; i++ {
+		jobs = append(jobs, Job{Job: engine.Job{ID: fmt.Sprint("r", i), ScaleFactor: 1, Throughput: map[string]float64{"v100": 4, "k80": 1}, Weight: 1,
+			TotalSteps: 12 * roundS, RemainingSteps: 12 * roundS}, VC: "research"})
+	}
+	_, out := run(t, spec, []string{"max_min_fairness_perf"}, "", jobs)
+	for _, j := range jobs {
+		if s := out[j.ID].startS; s < 0 || s > 2*roundS {
+			t.Errorf("job %s first ran at %v s, want within three rounds (%d s each)", j.ID, s, roundS)
+		}
+	}
+}
