@@ -632,26 +632,33 @@ func testRotationKill(s *stack) {
 	if !strings.Contains(string(saved.Engine), `"vcs"`) {
 		t.Errorf("no engine history in the saved state: %.300s", saved.Engine)
 	}
-	// Kill at a moment when some job has held a K80 since before the
-	// last round the status shows (not while a round swaps every job),
-	// so that the received-time check below has a job that Nomad kept
-	// running through the kill. heldAtKill: the allocations holding GPUs
+	// Kill mid-round, when some job holds a K80 (not while a round swaps
+	// every job), so that the received-time check below has a job that
+	// Nomad kept running through the kill. The window: the round's
+	// enforcement is done (1.5 s after its start) and the next round is
+	// not due yet; the round number read again after listing the
+	// allocations proves no round came in between. (Six equal jobs may
+	// all change GPUs every round, so no job need hold a K80 for two
+	// rounds in a row.) heldAtKill: the running allocations holding GPUs
 	// when the agent dies.
 	var before agent.Status
 	var heldAtKill map[string]*api.AllocationListStub
-	s.waitFor(30*time.Second, "a job running since before the last round", func() (bool, error) {
+	s.waitFor(60*time.Second, "a job running on a K80 mid-round", func() (bool, error) {
 		before = s.status(ag)
+		if d := time.Since(before.LastRound); d < 1500*time.Millisecond || d > 3*time.Second {
+			return false, nil
+		}
 		heldAtKill = map[string]*api.AllocationListStub{}
 		n := 0
 		for _, id := range ids {
-			if l := liveAllocs(c, id); len(l) == 1 && len(allocGPUs(l[0])) > 0 {
+			if l := liveAllocs(c, id); len(l) == 1 && len(allocGPUs(l[0])) > 0 && l[0].ClientStatus == "running" {
 				heldAtKill[id] = l[0]
-				if l[0].ClientStatus == "running" && l[0].NodeName == "k80-a" && time.Unix(0, l[0].CreateTime).Before(before.LastRound) {
+				if l[0].NodeName == "k80-a" {
 					n++
 				}
 			}
 		}
-		return n > 0, nil
+		return n > 0 && s.status(ag).Round == before.Round, nil
 	})
 	t.Logf("before kill -9: round %d, state round %d, progress %v", before.Round, saved.Round, saved.Progress)
 	ag.kill9()
@@ -692,12 +699,13 @@ func testRotationKill(s *stack) {
 	if compared == 0 {
 		t.Errorf("no received time to compare: before %+v after %+v", before.Jobs, after.Jobs)
 	}
-	// Received time across the kill: a job whose allocation ran from
-	// before the last round seen before the kill (created before it) to the
+	// Received time across the kill: a job whose allocation ran from the
+	// kill (placed by the last round seen before it, or earlier) to the
 	// restarted agent's round (still running, or stopped after it) gained
 	// the whole elapsed time, downtime included; no job gained more than
 	// the elapsed time. Tolerance: one round (the lag from a round's
-	// observation to its status differs from round to round).
+	// observation to its status, or to a start's placement, differs from
+	// round to round).
 	const roundS = 4.0
 	elapsed := after.LastRound.Sub(before.LastRound).Seconds()
 	throughout := 0
@@ -714,7 +722,7 @@ func testRotationKill(s *stack) {
 				t.Errorf("job %s: gained %.1fs of received time across the kill, more than the %.1fs elapsed", jb.ID, gained, elapsed)
 			}
 			a := heldAtKill[jb.ID]
-			if a == nil || !time.Unix(0, a.CreateTime).Before(before.LastRound) {
+			if a == nil {
 				continue
 			}
 			info, _, err := c.Allocations().Info(a.ID, nil)
