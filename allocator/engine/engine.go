@@ -72,6 +72,7 @@ type Engine struct {
 	spareK    []ukey
 	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
 	spareU    []*unit
+	slab      []unit // newUnit's
 	stamp     int
 	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
 	elAny     bool                // this round's snapshot has elastic jobs

@@ -170,7 +170,7 @@ func (e *Engine) syncUnits(s *Snapshot) {
 	get := func(k ukey) *unit {
 		u := e.units[k]
 		if u == nil {
-			u = &unit{}
+			u = e.newUnit()
 			if k[1] == "" {
 				u.key, u.jobs = k[0], []string{k[0]}
 			} else {
@@ -246,6 +246,19 @@ func (e *Engine) syncUnits(s *Snapshot) {
 	e.zGen++ // unit order changed
 }
 
+// newUnit allocates units from slabs: the units made together (a new
+// job's pairs) sit together in memory, in the order the per-round passes
+// visit them, instead of scattered over the heap (with packing, tens of
+// thousands of pairs are visited every round).
+func (e *Engine) newUnit() *unit {
+	if len(e.slab) == 0 {
+		e.slab = make([]unit, 512)
+	}
+	u := &e.slab[0]
+	e.slab = e.slab[1:]
+	return u
+}
+
 var gavelTypeOrder = []string{"v100", "p100", "k80"}
 
 func (e *Engine) typeOrder(gpus []GPU) []string {
@@ -307,12 +320,16 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 		leftJobs         // priority 0, single jobs
 		leftPairs        // priority 0, pairs
 	)
+	// Jobs not selected yet: once there are none, every unit left is busy
+	// and the rest of the ranking (with packing, thousands of pairs) need
+	// not be visited.
+	left := len(e.snapJobs)
 	pass := func(t string, mode int) {
-		if free[t] == 0 {
+		if free[t] == 0 || left == 0 {
 			return
 		}
 		e.candidates(t, func(c *candidate) bool {
-			if free[t] == 0 {
+			if free[t] == 0 || left == 0 {
 				return false
 			}
 			if c.priority <= 0 && (e.fifo || mode == shares) {
@@ -333,8 +350,10 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			free[t] -= u.sf
 			if u.isPair() {
 				u.ja.taken, u.jb.taken = stamp, stamp
+				left -= 2
 			} else {
 				u.taken = stamp
+				left--
 			}
 			// A copy: candidates reuses its buffers on the next call,
 			// and the default mechanism calls it up to three times per
