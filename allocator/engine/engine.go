@@ -72,7 +72,9 @@ type Engine struct {
 	spareK    []ukey
 	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
 	spareU    []*unit
-	slab      []unit // newUnit's
+	slab      []unit         // newUnit's
+	pairRows  []int          // setXInOrder's
+	jobXIndex map[string]int // jobX's
 	stamp     int
 	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
 	elAny     bool                // this round's snapshot has elastic jobs
@@ -255,6 +257,90 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 	for i, t := range a.Types {
 		e.typeIndex[t] = i
 	}
+	e.xIndex, e.jobXIndex = nil, nil // built on demand (xLookup, jobX)
+	e.zKeyGen++
+	if !e.setXInOrder(a) {
+		idx := e.xLookup()
+		for k, u := range e.units {
+			u.setX(idx, k)
+			u.setQuiet()
+		}
+	}
+}
+
+// setXInOrder gives this round's units their rows of a without hashing
+// every unit's key: with packing there are tens of thousands of pairs, and
+// a policy's pairs are the snapshot's, in its order (engine.problem keeps
+// it), so one walk along both finds them. It reports false, doing nothing,
+// when the units are not exactly this round's or a's pairs are not in
+// the snapshot's order (a history's allocation): then every unit is
+// looked up.
+func (e *Engine) setXInOrder(a *policies.Allocation) bool {
+	if len(e.units) != len(e.order) || len(a.PairX) != len(a.PairJobs) || len(a.X) != len(a.JobIDs) {
+		return false
+	}
+	rows := e.pairRows[:0]
+	i := 0
+	for _, jobs := range a.PairJobs {
+		k := ukey(jobs)
+		for i < len(e.snapPairs) && e.snapPairs[i] != k {
+			i++
+		}
+		if i == len(e.snapPairs) || e.snapPairU[i] == nil {
+			e.pairRows = rows
+			return false
+		}
+		rows = append(rows, i)
+		i++
+	}
+	e.pairRows = rows
+	jobs := make([]*unit, len(a.JobIDs))
+	for m, id := range a.JobIDs {
+		if jobs[m] = e.units[ukey{id, ""}]; jobs[m] == nil {
+			return false
+		}
+	}
+	for _, u := range e.order {
+		u.xrow, u.inX = nil, false
+	}
+	for m, u := range jobs {
+		u.xrow, u.inX = a.X[m], true
+	}
+	for p, i := range rows {
+		u := e.snapPairU[i]
+		u.xrow, u.inX = a.PairX[p], true
+	}
+	for _, u := range e.order {
+		u.setQuiet()
+	}
+	return true
+}
+
+// jobX is a job's row of the allocation (nil, false: not in it).
+func (e *Engine) jobX(id string) ([]float64, bool) {
+	a := e.alloc
+	if a == nil {
+		return nil, false
+	}
+	if e.jobXIndex == nil {
+		e.jobXIndex = make(map[string]int, len(a.JobIDs))
+		for m, id := range a.JobIDs {
+			e.jobXIndex[id] = m
+		}
+	}
+	if m, ok := e.jobXIndex[id]; ok {
+		return a.X[m], true
+	}
+	return nil, false
+}
+
+// xLookup is the allocation's rows by unit, built on first use after a
+// recompute (setXInOrder usually makes it unnecessary).
+func (e *Engine) xLookup() map[ukey][]float64 {
+	a := e.alloc
+	if e.xIndex != nil || a == nil {
+		return e.xIndex
+	}
 	e.xIndex = make(map[ukey][]float64, len(a.JobIDs)+len(a.PairJobs))
 	for m, id := range a.JobIDs {
 		e.xIndex[ukey{id, ""}] = a.X[m]
@@ -262,11 +348,7 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 	for p, jobs := range a.PairJobs {
 		e.xIndex[ukey(jobs)] = a.PairX[p]
 	}
-	for k, u := range e.units {
-		u.setX(e.xIndex, k)
-		u.setQuiet()
-	}
-	e.zKeyGen++
+	return e.xIndex
 }
 
 // x is the unit's share of type typ in the allocation in force.

@@ -158,7 +158,7 @@ func (e *Engine) SetHistory(h *History) error {
 	e.units = map[ukey]*unit{}
 	e.order, e.snapJobs, e.snapPairs, e.snapPairU = nil, nil, nil, nil
 	e.hint = nil
-	e.alloc, e.xIndex, e.typeIndex = nil, nil, nil
+	e.alloc, e.xIndex, e.jobXIndex, e.typeIndex = nil, nil, nil, nil
 	for _, hu := range h.Units {
 		var k ukey
 		switch len(hu.Jobs) {

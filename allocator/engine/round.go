@@ -167,16 +167,22 @@ func (e *Engine) syncUnits(s *Snapshot) {
 		return
 	}
 	e.stamp++
-	get := func(k ukey) *unit {
+	// get finds or makes the unit k; a and b are a pair's job units.
+	get := func(k ukey, a, b *unit) *unit {
 		u := e.units[k]
 		if u == nil {
 			u = e.newUnit()
 			if k[1] == "" {
 				u.key, u.jobs = k[0], []string{k[0]}
+				u.xrow, u.inX = e.jobX(k[0])
 			} else {
 				u.key, u.jobs = UnitKey(k[:]), []string{k[0], k[1]}
+				// A pair is in the allocation only if both its jobs are
+				// (a new job's pairs never are: no lookup).
+				if a.inX && b.inX {
+					u.setX(e.xLookup(), k)
+				}
 			}
-			u.setX(e.xIndex, k)
 			u.setQuiet()
 			e.units[k] = u
 		}
@@ -186,7 +192,7 @@ func (e *Engine) syncUnits(s *Snapshot) {
 	jobIdx := make(map[string]*unit, len(s.Jobs))
 	e.snapJobs = e.snapJobs[:0]
 	for i, j := range s.Jobs {
-		u := get(ukey{j.ID, ""})
+		u := get(ukey{j.ID, ""}, nil, nil)
 		u.pos, u.sf, u.jt, u.cum = i, max(j.ScaleFactor, 1), j.Throughput, j.ReceivedS
 		e.snapJobs = append(e.snapJobs, u)
 		jobIdx[j.ID] = u
@@ -218,7 +224,7 @@ func (e *Engine) syncUnits(s *Snapshot) {
 				e.snapPairU = append(e.snapPairU, nil)
 				continue
 			}
-			u = get(k)
+			u = get(k, a, b)
 		}
 		if a.sf != b.sf {
 			e.snapPairU = append(e.snapPairU, nil)
