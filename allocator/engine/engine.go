@@ -63,22 +63,28 @@ type Engine struct {
 
 	// Units persist across rounds and carry their received-time baseline
 	// at the last recompute, deficit and allocation row; order is this
-	// round's units in priority-table order (see syncUnits).
-	units     map[ukey]*unit
-	order     []*unit
-	snapJobs  []*unit
-	snapPairs []ukey
-	snapPairU []*unit // nil where the pair is not a unit
-	spareK    []ukey
-	layouts   map[string]*layout // per type, while the healthy GPUs are unchanged
-	spareU    []*unit
-	slab      []unit         // newUnit's
-	pairRows  []int          // setXInOrder's
-	jobXIndex map[string]int // jobX's
-	stamp     int
-	elSoft    map[string][]string // last round's elastic extras per type (elastic.go)
-	elAny     bool                // this round's snapshot has elastic jobs
-	candBufs  map[string]*candBuf // per type, reused every round
+	// round's active units in priority-table order, full all of them
+	// (units.go).
+	units                   map[ukey]*unit
+	order                   []*unit
+	snapJobs                []*unit
+	pt                      pairTab // the snapshot's pairs (units.go)
+	spareTab                pairTab
+	spareJobs               []*unit
+	remap                   []int32
+	full                    []slot // every unit in order, dormant pairs too (units.go)
+	byLate                  []int32
+	bucketStart, bucketFill []int32
+	orderDirty              bool               // a pair was activated: e.order lacks it
+	curPairs                []Pair             // this round's snapshot's (syncUnits)
+	layouts                 map[string]*layout // per type, while the healthy GPUs are unchanged
+	slab                    []unit             // newUnit's
+	pairRows                []int              // setXInOrder's
+	jobXIndex               map[string]int     // jobX's
+	stamp                   int
+	elSoft                  map[string][]string // last round's elastic extras per type (elastic.go)
+	elAny                   bool                // this round's snapshot has elastic jobs
+	candBufs                map[string]*candBuf // per type, reused every round
 	// zKeyGen changes whenever units' deficits or shares may have
 	// (recompute), zGen when the units or their order did: candidates'
 	// cached order is then stale.
@@ -265,6 +271,25 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 			u.setX(idx, k)
 			u.setQuiet()
 		}
+		// Dormant pairs: in the allocation or not, and active if they
+		// got a share.
+		activated := false
+		for i, u := range e.pt.u {
+			if u == nil || !e.pt.dor[i] {
+				continue
+			}
+			row, ok := idx[e.pt.k[i]]
+			e.pt.inX[i] = ok
+			if ok && !allZero(row) {
+				e.activate(int32(i))
+				u.xrow = row
+				u.setQuiet()
+				activated = true
+			}
+		}
+		if activated {
+			e.rebuildOrder()
+		}
 	}
 }
 
@@ -283,10 +308,10 @@ func (e *Engine) setXInOrder(a *policies.Allocation) bool {
 	i := 0
 	for _, jobs := range a.PairJobs {
 		k := ukey(jobs)
-		for i < len(e.snapPairs) && e.snapPairs[i] != k {
+		for i < len(e.pt.k) && e.pt.k[i] != k {
 			i++
 		}
-		if i == len(e.snapPairs) || e.snapPairU[i] == nil {
+		if i == len(e.pt.k) || e.pt.u[i] == nil {
 			e.pairRows = rows
 			return false
 		}
@@ -303,12 +328,25 @@ func (e *Engine) setXInOrder(a *policies.Allocation) bool {
 	for _, u := range e.order {
 		u.xrow, u.inX = nil, false
 	}
+	clear(e.pt.inX)
 	for m, u := range jobs {
 		u.xrow, u.inX = a.X[m], true
 	}
+	activated := false
 	for p, i := range rows {
-		u := e.snapPairU[i]
+		e.pt.inX[i] = true
+		if e.pt.dor[i] {
+			if allZero(a.PairX[p]) {
+				continue // stays dormant
+			}
+			e.activate(int32(i))
+			activated = true
+		}
+		u := e.pt.u[i]
 		u.xrow, u.inX = a.PairX[p], true
+	}
+	if activated {
+		e.rebuildOrder()
 	}
 	for _, u := range e.order {
 		u.setQuiet()

@@ -390,20 +390,25 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 			}
 			for _, ty := range []string{"k80", "p100", "v100"} {
 				var got []*candidate
-				e.candidates(ty, func(c *candidate) bool { got = append(got, c); return true })
+				e.candidates(ty, -1, func(c *candidate) bool { got = append(got, c); return true })
 				// Reference: every unit ranked, stable sort.
 				credit := 0.0
 				if compat {
 					credit = 180
 				}
+				// Every unit of the full order, dormant pairs too.
+				var all []*unit
+				for _, sl := range e.full {
+					all = append(all, sl.u)
+				}
 				total := 0.0
-				recv := make([]float64, len(e.order))
-				for i, u := range e.order {
+				recv := make([]float64, len(all))
+				for i, u := range all {
 					recv[i] = u.cum[ty] - u.base[ty] + credit
 					total += recv[i]
 				}
 				var want []*candidate
-				for i, u := range e.order {
+				for i, u := range all {
 					x := e.x(u, ty)
 					c := &candidate{u: u, x: x, deficit: u.def[ty]}
 					switch {

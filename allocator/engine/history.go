@@ -156,7 +156,8 @@ func (e *Engine) SetHistory(h *History) error {
 	e.layouts = nil
 	e.isoTime, e.isoTput, e.isoSteps = cloneOr(h.IsoTimeS), cloneOr(h.IsoTput), cloneOr(h.IsoSteps)
 	e.units = map[ukey]*unit{}
-	e.order, e.snapJobs, e.snapPairs, e.snapPairU = nil, nil, nil, nil
+	e.order, e.snapJobs, e.full, e.orderDirty = nil, nil, nil, false
+	e.pt.reset()
 	e.hint = nil
 	e.alloc, e.xIndex, e.jobXIndex, e.typeIndex = nil, nil, nil, nil
 	for _, hu := range h.Units {

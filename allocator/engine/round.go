@@ -31,7 +31,8 @@ type unit struct {
 	quiet   bool               // no share, no deficit, zero baseline
 	seen    int                // stamp of the last snapshot it was in
 	taken   int                // round it was selected in (jobs)
-	idx     int                // position in this round's order
+	idx     int                // position in this round's full order (units.go)
+	pi      int                // a pair's index in the snapshot's pairs (active units)
 	zMark   []int              // per type buffer: the cache build it is in (candidates)
 }
 
@@ -94,6 +95,7 @@ type candidate struct {
 	priority float64
 	deficit  float64
 	x        float64
+	ord      int // the unit's position in the full order (ties)
 }
 
 // Round decides one round: it brings the allocation up to date, selects
@@ -133,136 +135,6 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 		}
 	}
 	return plan, nil
-}
-
-// syncUnits brings e.order up to date with the snapshot: jobs in arrival
-// order and, when packing, the pairs; a pair follows its later job, after
-// the pairs whose earlier job comes first (the reference's priority
-// tables). When the snapshot lists the same jobs and pairs as last round
-// only the snapshot's maps are re-read.
-func (e *Engine) syncUnits(s *Snapshot) {
-	same := len(s.Jobs) == len(e.snapJobs)
-	for i := 0; same && i < len(s.Jobs); i++ {
-		u := e.snapJobs[i]
-		same = u.key == s.Jobs[i].ID && u.sf == max(s.Jobs[i].ScaleFactor, 1)
-	}
-	pairs := s.Pairs
-	if !e.packing {
-		pairs = nil
-	}
-	same = same && len(pairs) == len(e.snapPairs)
-	for i := 0; same && i < len(pairs); i++ {
-		same = ukey(pairs[i].Jobs) == e.snapPairs[i]
-	}
-	if same {
-		for i, j := range s.Jobs {
-			u := e.snapJobs[i]
-			u.jt, u.cum = j.Throughput, j.ReceivedS
-		}
-		for i, p := range pairs {
-			if u := e.snapPairU[i]; u != nil {
-				u.pt, u.cum = p.Throughput, p.ReceivedS
-			}
-		}
-		return
-	}
-	e.stamp++
-	// get finds or makes the unit k; a and b are a pair's job units.
-	get := func(k ukey, a, b *unit) *unit {
-		u := e.units[k]
-		if u == nil {
-			u = e.newUnit()
-			if k[1] == "" {
-				u.key, u.jobs = k[0], []string{k[0]}
-				u.xrow, u.inX = e.jobX(k[0])
-			} else {
-				u.key, u.jobs = UnitKey(k[:]), []string{k[0], k[1]}
-				// A pair is in the allocation only if both its jobs are
-				// (a new job's pairs never are: no lookup).
-				if a.inX && b.inX {
-					u.setX(e.xLookup(), k)
-				}
-			}
-			u.setQuiet()
-			e.units[k] = u
-		}
-		u.seen = e.stamp
-		return u
-	}
-	jobIdx := make(map[string]*unit, len(s.Jobs))
-	e.snapJobs = e.snapJobs[:0]
-	for i, j := range s.Jobs {
-		u := get(ukey{j.ID, ""}, nil, nil)
-		u.pos, u.sf, u.jt, u.cum = i, max(j.ScaleFactor, 1), j.Throughput, j.ReceivedS
-		e.snapJobs = append(e.snapJobs, u)
-		jobIdx[j.ID] = u
-	}
-	// Last round's pairs are a hint: a backend usually keeps the order and
-	// only drops pairs of departed jobs and adds new ones, so walking both
-	// lists finds most units without a lookup.
-	oldK, oldU := e.snapPairs, e.snapPairU
-	e.snapPairs, e.snapPairU = e.spareK[:0], e.spareU[:0]
-	stale := func(u *unit) bool { return u == nil || u.ja.seen != e.stamp || u.jb.seen != e.stamp }
-	w := 0
-	// Bucket pairs by their later job; within a bucket by the earlier one.
-	bucket := make([][]*unit, len(s.Jobs))
-	for _, p := range pairs {
-		k := ukey(p.Jobs)
-		e.snapPairs = append(e.snapPairs, k)
-		for w < len(oldK) && oldK[w] != k && stale(oldU[w]) {
-			w++
-		}
-		var u, a, b *unit
-		if w < len(oldK) && oldK[w] == k && oldU[w] != nil && !stale(oldU[w]) {
-			u = oldU[w]
-			a, b = u.ja, u.jb
-			u.seen = e.stamp
-			w++
-		} else {
-			a, b = jobIdx[p.Jobs[0]], jobIdx[p.Jobs[1]]
-			if a == nil || b == nil || a.sf != b.sf || a == b {
-				e.snapPairU = append(e.snapPairU, nil)
-				continue
-			}
-			u = get(k, a, b)
-		}
-		if a.sf != b.sf {
-			e.snapPairU = append(e.snapPairU, nil)
-			continue
-		}
-		e.snapPairU = append(e.snapPairU, u)
-		u.ja, u.jb, u.sf, u.pt, u.cum = a, b, a.sf, p.Throughput, p.ReceivedS
-		late := max(a.pos, b.pos)
-		bucket[late] = append(bucket[late], u)
-	}
-	e.spareK, e.spareU = oldK, oldU
-	early := func(u *unit) int { return min(u.ja.pos, u.jb.pos) }
-	e.order = e.order[:0]
-	for i, ju := range e.snapJobs {
-		e.order = append(e.order, ju)
-		bk := bucket[i]
-		if !slices.IsSortedFunc(bk, func(x, y *unit) int { return cmp.Compare(early(x), early(y)) }) {
-			slices.SortStableFunc(bk, func(x, y *unit) int { return cmp.Compare(early(x), early(y)) })
-		}
-		e.order = append(e.order, bk...)
-	}
-	for i, u := range e.order {
-		u.idx = i
-	}
-	e.zGen++ // unit order changed
-}
-
-// newUnit allocates units from slabs: the units made together (a new
-// job's pairs) sit together in memory, in the order the per-round passes
-// visit them, instead of scattered over the heap (with packing, tens of
-// thousands of pairs are visited every round).
-func (e *Engine) newUnit() *unit {
-	if len(e.slab) == 0 {
-		e.slab = make([]unit, 512)
-	}
-	u := &e.slab[0]
-	e.slab = e.slab[1:]
-	return u
 }
 
 var gavelTypeOrder = []string{"v100", "p100", "k80"}
@@ -334,7 +206,7 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 		if free[t] == 0 || left == 0 {
 			return
 		}
-		e.candidates(t, func(c *candidate) bool {
+		e.candidates(t, stamp, func(c *candidate) bool {
 			if free[t] == 0 || left == 0 {
 				return false
 			}
@@ -360,6 +232,9 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			} else {
 				u.taken = stamp
 				left--
+			}
+			if sl := e.full[c.ord]; sl.oi < 0 && e.pt.dor[sl.pi] {
+				e.activate(sl.pi) // it runs: from now on it has a history
 			}
 			// A copy: candidates reuses its buffers on the next call,
 			// and the default mechanism calls it up to three times per
@@ -407,7 +282,7 @@ func byRank(a, b *candidate) int {
 		}
 		return 1
 	}
-	return cmp.Compare(a.u.idx, b.u.idx)
+	return cmp.Compare(a.ord, b.ord)
 }
 
 // candidates yields this round's units for type t in rank order until
@@ -420,7 +295,11 @@ func byRank(a, b *candidate) int {
 // per round (prepare), which the calls for each type (up to three per type
 // in the default mechanism) share: nothing they read changes within a
 // round.
-func (e *Engine) candidates(t string, yield func(*candidate) bool) {
+//
+// Dormant pairs with a job taken (unit.taken == taken) are passed over
+// without a visit: selection would skip them, and there may be tens of
+// thousands (taken < 0: none is skipped).
+func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 	cb := e.candBufs[t]
 	if cb == nil || cb.prepRound != e.rounds || cb.prepStamp != e.prepStamp {
 		types := []string{t}
@@ -445,7 +324,7 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 			if hasT && u.xrow != nil {
 				x = u.xrow[ti]
 			}
-			z = append(z, candidate{u: u, x: x, deficit: e.deficit(u, t, bi)})
+			z = append(z, candidate{u: u, x: x, deficit: e.deficit(u, t, bi), ord: u.idx})
 			for len(u.zMark) <= cb.id {
 				u.zMark = append(u.zMark, 0)
 			}
@@ -473,10 +352,28 @@ func (e *Engine) candidates(t string, yield func(*candidate) bool) {
 			c = &zs[j]
 		}
 		if nTriv > 0 {
-			for class[k] != classTrivial {
+			// The next trivial unit of the full order: active, or a
+			// dormant pair.
+			for e.full[k].oi >= 0 && class[e.full[k].oi] != classTrivial {
 				k++
 			}
-			tc := candidate{u: e.order[k]}
+			sl := e.full[k]
+			if sl.oi < 0 && taken >= 0 {
+				// Taken stays taken for the round: skipping now is
+				// skipping at its turn.
+				jp := e.pt.j[sl.pi]
+				if e.snapJobs[jp[0]].taken == taken || e.snapJobs[jp[1]].taken == taken {
+					k++
+					nTriv--
+					continue
+				}
+			}
+			if sl.oi < 0 {
+				// A dormant pair's job sizes and throughputs may have
+				// changed since it was made.
+				sl.u.sf, sl.u.pt = sl.u.ja.sf, e.curPairs[sl.pi].Throughput
+			}
+			tc := candidate{u: sl.u, ord: k}
 			if c == nil || byRank(&tc, c) < 0 {
 				trivs = append(trivs, tc)
 				c = &trivs[len(trivs)-1]
@@ -545,6 +442,7 @@ func (e *Engine) prepare(types []string) {
 			z := cb.z[:0]
 			for _, c := range cb.z {
 				if c.u.seen == e.stamp {
+					c.ord = c.u.idx // moved with the departures
 					z = append(z, c)
 				}
 			}
@@ -559,7 +457,19 @@ func (e *Engine) prepare(types []string) {
 			zValid: cb.zBuilt && cb.zGen == e.zGen && cb.zKeyGen == e.zKeyGen, pos: cb.pos[:0]}
 	}
 	nTriv := 0
-	for i, u := range e.order {
+	// The full order: dormant pairs are trivial units, and count in the
+	// totals (compat's half-round credit) in their place.
+	for _, sl := range e.full {
+		if sl.oi < 0 {
+			if credit != 0 {
+				for q := range ts {
+					ts[q].total += 0 + credit
+				}
+			}
+			nTriv++
+			continue
+		}
+		i, u := int(sl.oi), sl.u
 		if u.trivial() {
 			for q := range ts {
 				s := &ts[q]
@@ -626,7 +536,7 @@ func (e *Engine) prepare(types []string) {
 				s.zValid = false
 				continue
 			}
-			ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: e.deficit(u, s.t, s.bi)})
+			ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: e.deficit(u, s.t, s.bi), ord: u.idx})
 		}
 		slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
 		cb.ranked, cb.pos, cb.nTriv = ranked, s.pos, nTriv
