@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,6 +94,7 @@ type Engine struct {
 	// (unit.baseV's columns).
 	resetGen   int
 	resetTypes []string
+	typesGen   int // changes of resetTypes
 	prepStamp  int // the last prepare (round.go)
 
 	// Finish-time fairness's running isolated time.
@@ -409,6 +411,9 @@ func (e *Engine) x(u *unit, typ string) float64 {
 func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	types := typeNames(s.GPUs)
 	e.resetGen++
+	if !slices.Equal(types, e.resetTypes) {
+		e.typesGen++ // pairs' dense received time (pairCum) is stale
+	}
 	e.resetTypes = types
 	for _, u := range e.order {
 		if u.trivial() {

@@ -356,6 +356,7 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 			}
 		}
 		var jobs []Job
+		var running []Assignment
 		pairRecv := map[[2]string]map[string]float64{}
 		next := 0
 		for round := range 60 {
@@ -376,7 +377,7 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 				tp := jobs[0].Throughput
 				tp["k80"] = 1 - tp["k80"]
 			}
-			s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Jobs: jobs}
+			s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Jobs: jobs, Running: running}
 			for i, a := range jobs {
 				for _, b := range jobs[i+1:] {
 					k := [2]string{a.ID, b.ID}
@@ -442,6 +443,7 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 			}
 			// Credit the round: pairs get received time, which makes them
 			// non-trivial.
+			running = plan.Assignments
 			for _, a := range plan.Assignments {
 				if len(a.Jobs) == 2 {
 					k := [2]string{a.Jobs[0], a.Jobs[1]}
@@ -654,6 +656,7 @@ func TestGandivaRunsOnlyChosenPairs(t *testing.T) {
 			}
 		}
 		var jobs []Job
+		var running []Assignment
 		recv := map[string]map[string]float64{}
 		pairRecv := map[[2]string]map[string]float64{}
 		next, pairsRun := 0, 0
@@ -669,7 +672,7 @@ func TestGandivaRunsOnlyChosenPairs(t *testing.T) {
 				k := r.IntN(len(jobs))
 				jobs = append(jobs[:k], jobs[k+1:]...)
 			}
-			s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Jobs: jobs}
+			s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Jobs: jobs, Running: running}
 			for i, a := range jobs {
 				for _, b := range jobs[i+1:] {
 					k := [2]string{a.ID, b.ID}
@@ -689,6 +692,7 @@ func TestGandivaRunsOnlyChosenPairs(t *testing.T) {
 					}
 				}
 			}
+			running = plan.Assignments
 			for _, a := range plan.Assignments {
 				if len(a.Jobs) == 2 {
 					k := [2]string{a.Jobs[0], a.Jobs[1]}

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 )
@@ -21,6 +22,9 @@ type unit struct {
 	jt      map[string]float64
 	pt      map[string][2]float64
 	cum     map[string]float64 // cumulative received time (snapshot)
+	cumV    []float64          // a pair's cum per e.resetTypes (pairCum)
+	cumAt   int                // e.typesGen+1 when cumV was read; 0: stale
+	hasCum  bool               // a pair's len(cum) > 0
 	base    map[string]float64 // cumulative at the last reset (nil: zeros)
 	baseV   []float64          // base per e.resetTypes, valid if baseGen == e.resetGen
 	defV    []float64          // def per e.resetTypes, likewise
@@ -88,7 +92,40 @@ func allZeroMap(m map[string]float64) bool {
 }
 
 // trivial: received time, deficit and share are zero on every type.
-func (u *unit) trivial() bool { return u.quiet && len(u.cum) == 0 }
+func (u *unit) trivial() bool {
+	if u.isPair() {
+		return u.quiet && !u.hasCum
+	}
+	return u.quiet && len(u.cum) == 0
+}
+
+// setPairCum gives a pair its received-time map. A pair's map is re-read
+// only when the pair list changes or the pair ran (Pair.ReceivedS), so
+// its values are kept densely (pairCum) between those times.
+func (u *unit) setPairCum(m map[string]float64) {
+	u.cum, u.hasCum, u.cumAt = m, len(m) > 0, 0
+}
+
+// keepPairCum is setPairCum for a pair that did not run: its dense copy
+// stays valid if the map is the same.
+func (u *unit) keepPairCum(m map[string]float64) {
+	if reflect.ValueOf(m).UnsafePointer() != reflect.ValueOf(u.cum).UnsafePointer() {
+		u.setPairCum(m)
+	}
+}
+
+// pairCum is a pair's cumulative received time on e.resetTypes[bi],
+// read from its map once per reset or run.
+func (e *Engine) pairCum(u *unit, bi int) float64 {
+	if u.cumAt != e.typesGen+1 {
+		u.cumV = slices.Grow(u.cumV[:0], len(e.resetTypes))
+		for _, t := range e.resetTypes {
+			u.cumV = append(u.cumV, u.cum[t])
+		}
+		u.cumAt = e.typesGen + 1
+	}
+	return u.cumV[bi]
+}
 
 type candidate struct {
 	u        *unit
@@ -494,7 +531,13 @@ func (e *Engine) prepare(types []string) {
 			default:
 				b = u.base[s.t]
 			}
-			s.cb.recv[i] = u.cum[s.t] - b + credit
+			var c float64
+			if u.isPair() && s.bi >= 0 {
+				c = e.pairCum(u, s.bi)
+			} else {
+				c = u.cum[s.t]
+			}
+			s.cb.recv[i] = c - b + credit
 			s.total += s.cb.recv[i]
 			x := 0.0
 			if s.hasT && u.xrow != nil {

@@ -58,7 +58,10 @@ type Elastic struct {
 type Pair struct {
 	Jobs       [2]string             `json:"jobs"`
 	Throughput map[string][2]float64 `json:"throughput"`
-	// ReceivedS is the cumulative time the pair has run together, per type.
+	// ReceivedS is the cumulative time the pair has run together, per
+	// type: nil until it first runs. The engine re-reads it only when the
+	// snapshot's pair list changes or the pair is in Running (the only
+	// pairs whose time can have grown).
 	ReceivedS map[string]float64 `json:"received_s,omitempty"`
 }
 

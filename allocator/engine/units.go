@@ -79,10 +79,20 @@ func (e *Engine) syncUnits(s *Snapshot) {
 		u := e.snapJobs[i]
 		u.jt, u.cum = j.Throughput, j.ReceivedS
 	}
-	for _, u := range e.order {
-		if u.isPair() {
-			p := &pairs[u.pi]
-			u.pt, u.cum = p.Throughput, p.ReceivedS
+	e.readRunningPairs(s)
+}
+
+// readRunningPairs re-reads the pairs that ran last round: only their
+// received time can have grown.
+func (e *Engine) readRunningPairs(s *Snapshot) {
+	for _, a := range s.Running {
+		if len(a.Jobs) != 2 {
+			continue
+		}
+		if u := e.units[ukey{a.Jobs[0], a.Jobs[1]}]; u != nil && u.isPair() && u.seen == e.stamp && u.pi < len(e.curPairs) {
+			p := &e.curPairs[u.pi]
+			u.pt = p.Throughput
+			u.setPairCum(p.ReceivedS)
 		}
 	}
 }
@@ -185,10 +195,12 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 		}
 		if !dormant {
 			u.seen = e.stamp
-			u.ja, u.jb, u.sf, u.pt, u.cum = a, b, a.sf, p.Throughput, p.ReceivedS
+			u.ja, u.jb, u.sf, u.pt = a, b, a.sf, p.Throughput
+			u.keepPairCum(p.ReceivedS)
 		}
 	}
 	e.buildFull()
+	e.readRunningPairs(s)
 }
 
 // buildFull orders the units: each job, then the pairs whose later job it
