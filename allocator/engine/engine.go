@@ -423,8 +423,13 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 			u.def = map[string]float64{}
 		}
 		if cap(u.baseV) < len(types) {
-			u.baseV = make([]float64, len(types))
-			u.defV = make([]float64, len(types))
+			if len(types) <= len(u.inl[0]) {
+				// In the unit itself: no pointer to chase per round.
+				u.baseV, u.defV = u.inl[0][:], u.inl[1][:]
+			} else {
+				u.baseV = make([]float64, len(types))
+				u.defV = make([]float64, len(types))
+			}
 		}
 		u.baseV, u.defV = u.baseV[:len(types)], u.defV[:len(types)]
 		for i, t := range types {

@@ -25,6 +25,7 @@ type unit struct {
 	cumV    []float64          // a pair's cum per e.resetTypes (pairCum)
 	cumAt   int                // e.typesGen+1 when cumV was read; 0: stale
 	hasCum  bool               // a pair's len(cum) > 0
+	inl     [3][4]float64      // baseV, defV, cumV's storage for up to 4 types
 	base    map[string]float64 // cumulative at the last reset (nil: zeros)
 	baseV   []float64          // base per e.resetTypes, valid if baseGen == e.resetGen
 	defV    []float64          // def per e.resetTypes, likewise
@@ -118,6 +119,9 @@ func (u *unit) keepPairCum(m map[string]float64) {
 // read from its map once per reset or run.
 func (e *Engine) pairCum(u *unit, bi int) float64 {
 	if u.cumAt != e.typesGen+1 {
+		if len(e.resetTypes) <= len(u.inl[2]) {
+			u.cumV = u.inl[2][:0]
+		}
 		u.cumV = slices.Grow(u.cumV[:0], len(e.resetTypes))
 		for _, t := range e.resetTypes {
 			u.cumV = append(u.cumV, u.cum[t])
