@@ -37,6 +37,7 @@ type unit struct {
 	seen    int                // stamp of the last snapshot it was in
 	taken   int                // round it was selected in (jobs)
 	idx     int                // position in this round's full order (units.go)
+	oi      int                // position in e.order (active units)
 	pi      int                // a pair's index in the snapshot's pairs (active units)
 	zMark   []int              // per type buffer: the cache build it is in (candidates)
 }
@@ -353,27 +354,7 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 		cb = e.candBufs[t]
 	}
 	if cb.needZ {
-		ti, hasT := e.typeIndex[t]
-		bi := slices.Index(e.resetTypes, t)
-		e.zBuild++
-		z := cb.z[:0]
-		for i, u := range e.order {
-			if cb.class[i] != classZero {
-				continue
-			}
-			x := 0.0
-			if hasT && u.xrow != nil {
-				x = u.xrow[ti]
-			}
-			z = append(z, candidate{u: u, x: x, deficit: e.deficit(u, t, bi), ord: u.idx})
-			for len(u.zMark) <= cb.id {
-				u.zMark = append(u.zMark, 0)
-			}
-			u.zMark[cb.id] = e.zBuild
-		}
-		slices.SortFunc(z, func(a, b candidate) int { return byRank(&a, &b) })
-		cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, e.zBuild, true
-		cb.needZ = false
+		e.buildZ(t, cb)
 	}
 	ranked, zs, class, nTriv := cb.ranked, cb.z, cb.class, cb.nTriv
 	// Trivial units' candidates are made only when visited.
@@ -433,6 +414,75 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 		}
 	}
 	cb.trivs = trivs
+}
+
+// buildZ sorts the type's non-trivial priority-0 units by rank. After a
+// recompute most keep their key (a unit without a share that did not run
+// keeps its deficit), so those keep their order from the last build and
+// only the others are sorted, then merged in.
+func (e *Engine) buildZ(t string, cb *candBuf) {
+	ti, hasT := e.typeIndex[t]
+	bi := slices.Index(e.resetTypes, t)
+	key := func(u *unit) (float64, float64) {
+		x := 0.0
+		if hasT && u.xrow != nil {
+			x = u.xrow[ti]
+		}
+		return x, e.deficit(u, t, bi)
+	}
+	mark := func(u *unit, id int) {
+		for len(u.zMark) <= cb.id {
+			u.zMark = append(u.zMark, 0)
+		}
+		u.zMark[cb.id] = id
+	}
+	e.zBuild++
+	id := e.zBuild
+	keep := cb.zKeep[:0]
+	if cb.zBuilt {
+		for _, c := range cb.z {
+			u := c.u
+			if u.oi < 0 || u.oi >= len(e.order) || e.order[u.oi] != u || cb.class[u.oi] != classZero {
+				continue // gone, or no longer of priority 0 here
+			}
+			if x, d := key(u); x != c.x || d != c.deficit {
+				continue
+			}
+			c.ord = u.idx
+			keep = append(keep, c)
+			mark(u, id)
+		}
+	}
+	fresh := cb.zFresh[:0]
+	for i, u := range e.order {
+		if cb.class[i] != classZero || (cb.id < len(u.zMark) && u.zMark[cb.id] == id) {
+			continue
+		}
+		x, d := key(u)
+		fresh = append(fresh, candidate{u: u, x: x, deficit: d, ord: u.idx})
+		mark(u, id)
+	}
+	rank := func(a, b candidate) int { return byRank(&a, &b) }
+	slices.SortFunc(fresh, rank)
+	if !slices.IsSortedFunc(keep, rank) {
+		slices.SortFunc(keep, rank) // a backend reordered the units
+	}
+	z := cb.zAlt[:0]
+	i, j := 0, 0
+	for i < len(keep) && j < len(fresh) {
+		if byRank(&fresh[j], &keep[i]) < 0 {
+			z = append(z, fresh[j])
+			j++
+		} else {
+			z = append(z, keep[i])
+			i++
+		}
+	}
+	z = append(z, keep[i:]...)
+	z = append(z, fresh[j:]...)
+	cb.zAlt, cb.zKeep, cb.zFresh = cb.z, keep, fresh
+	cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, id, true
+	cb.needZ = false
 }
 
 // prepare computes, for each of types, this round's ranked candidates
@@ -609,6 +659,9 @@ type candBuf struct {
 	ranked  []candidate
 	trivs   []candidate
 	z       []candidate
+	zAlt    []candidate // buildZ's buffers
+	zKeep   []candidate
+	zFresh  []candidate
 	zGen    int
 	zKeyGen int
 	zBuild  int

@@ -255,7 +255,7 @@ func (e *Engine) rebuildOrder() {
 			continue
 		}
 		sl.oi = int32(len(e.order))
-		sl.u.idx = q
+		sl.u.idx, sl.u.oi = q, len(e.order)
 		if sl.pi >= 0 {
 			sl.u.pi = int(sl.pi)
 		}
