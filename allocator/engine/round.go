@@ -3,9 +3,9 @@ package engine
 import (
 	"cmp"
 	"fmt"
-	"reflect"
 	"slices"
 	"sort"
+	"unsafe"
 )
 
 // ukey identifies a unit: {job, ""} or the pair's two jobs.
@@ -111,7 +111,8 @@ func (u *unit) setPairCum(m map[string]float64) {
 // keepPairCum is setPairCum for a pair that did not run: its dense copy
 // stays valid if the map is the same.
 func (u *unit) keepPairCum(m map[string]float64) {
-	if reflect.ValueOf(m).UnsafePointer() != reflect.ValueOf(u.cum).UnsafePointer() {
+	// A map value is a pointer: the same map is the same pointer.
+	if *(*unsafe.Pointer)(unsafe.Pointer(&m)) != *(*unsafe.Pointer)(unsafe.Pointer(&u.cum)) {
 		u.setPairCum(m)
 	}
 }
