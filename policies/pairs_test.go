@@ -119,6 +119,15 @@ func TestSharedPairMapsSameAnswer(t *testing.T) {
 		if len(in.pairA) == 0 {
 			t.Fatalf("trial %d: no pairs kept", trial)
 		}
+		// The job indices validate hands the instance are the ids'.
+		pairJobs, err := shared.validate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vin := newIndexedInstance(shared, pairJobs)
+		if !reflect.DeepEqual(vin.pairA, in.pairA) || !reflect.DeepEqual(vin.pairB, in.pairB) || !reflect.DeepEqual(vin.pairT, in.pairT) {
+			t.Fatalf("trial %d: validated pair indices differ from the ids' indices", trial)
+		}
 		for _, name := range []string{"gandiva", "max_min_fairness_packed", "fifo_packed", "finish_time_fairness_packed"} {
 			as, err := Solve(name, shared)
 			if err != nil {

@@ -94,9 +94,9 @@ func (p *Problem) Validate() error {
 	return err
 }
 
-// validate is Validate that also returns each job's index by id (the
-// instance reuses it rather than hashing every id again).
-func (p *Problem) validate() (map[string]int, error) {
+// validate is Validate that also returns each pair's job indices (the
+// instance reuses them rather than hashing every id again).
+func (p *Problem) validate() ([][2]int32, error) {
 	if len(p.GPUTypes) == 0 {
 		return nil, fmt.Errorf("gpu_types: no GPU types")
 	}
@@ -184,16 +184,23 @@ func (p *Problem) validate() (map[string]int, error) {
 	// pair's first job is usually the previous pair's (pairs listed by
 	// first job).
 	var good map[unsafe.Pointer]struct{}
+	var pairJobs [][2]int32
+	if len(p.Pairs) > 0 {
+		pairJobs = make([][2]int32, len(p.Pairs))
+	}
 	lastID := ""
 	for i, pr := range p.Pairs {
 		where := func() string { return fmt.Sprintf("pairs[%d]", i) }
 		for k, id := range pr.Jobs {
 			if k == 0 && i > 0 && id == lastID {
+				pairJobs[i][0] = pairJobs[i-1][0]
 				continue
 			}
-			if _, ok := seen[id]; !ok {
+			m, ok := seen[id]
+			if !ok {
 				return nil, fmt.Errorf("%s.jobs: unknown job %q", where(), id)
 			}
+			pairJobs[i][k] = int32(m)
 		}
 		lastID = pr.Jobs[0]
 		if pr.Jobs[0] == pr.Jobs[1] {
@@ -228,7 +235,7 @@ func (p *Problem) validate() (map[string]int, error) {
 			return nil, fmt.Errorf("entities.%s.policy: unknown %q (want fairness or fifo)", name, e.Policy)
 		}
 	}
-	return seen, nil
+	return pairJobs, nil
 }
 
 // mapKey is a map's identity: maps shared between pairs have the same key.
@@ -261,9 +268,9 @@ type instance struct {
 
 func newInstance(p *Problem) *instance { return newIndexedInstance(p, nil) }
 
-// newIndexedInstance is newInstance with the job index validate returned
-// (nil: build it).
-func newIndexedInstance(p *Problem, index map[string]int) *instance {
+// newIndexedInstance is newInstance with the pairs' job indices that
+// validate returned (nil: look them up).
+func newIndexedInstance(p *Problem, pairJobs [][2]int32) *instance {
 	in := &instance{}
 	for name := range p.GPUTypes {
 		in.types = append(in.types, name)
@@ -273,15 +280,8 @@ func newIndexedInstance(p *Problem, index map[string]int) *instance {
 		in.counts = append(in.counts, float64(p.GPUTypes[name].Count))
 		in.cost = append(in.cost, p.GPUTypes[name].CostPerHour)
 	}
-	own := index == nil
-	if own {
-		index = make(map[string]int, len(p.Jobs))
-	}
 	in.jobs = p.Jobs
-	for i, j := range p.Jobs {
-		if own {
-			index[j.ID] = i
-		}
+	for _, j := range p.Jobs {
 		in.ids = append(in.ids, j.ID)
 		sf := float64(j.ScaleFactor)
 		if sf == 0 {
@@ -308,8 +308,18 @@ func newIndexedInstance(p *Problem, index map[string]int) *instance {
 	if len(p.Pairs) == 0 {
 		return in
 	}
+	if pairJobs == nil {
+		index := make(map[string]int, len(p.Jobs))
+		for i, j := range p.Jobs {
+			index[j.ID] = i
+		}
+		pairJobs = make([][2]int32, len(p.Pairs))
+		for i, pr := range p.Pairs {
+			pairJobs[i] = [2]int32{int32(index[pr.Jobs[0]]), int32(index[pr.Jobs[1]])}
+		}
+	}
 	// Pairs sharing a throughput map (one per model pair in the simulator)
-	// share its dense row: solvers only read pairT. A nil row: no type
+	// share its dense row: solvers only read pairT. useful: some type
 	// where both jobs progress.
 	type pairRow struct {
 		row    [][2]float64
@@ -317,18 +327,11 @@ func newIndexedInstance(p *Problem, index map[string]int) *instance {
 	}
 	rowOf := map[unsafe.Pointer]pairRow{}
 	var pairBack [][2]float64 // pair rows are carved from shared chunks
-	lastID, lastA := "", 0
 	in.pairA = make([]int, 0, len(p.Pairs))
 	in.pairB = make([]int, 0, len(p.Pairs))
 	in.pairT = make([][][2]float64, 0, len(p.Pairs))
 	for i, pr := range p.Pairs {
-		// Pairs are mostly listed by first job: reuse its index.
-		a := lastA
-		if i == 0 || pr.Jobs[0] != lastID {
-			a = index[pr.Jobs[0]]
-			lastID, lastA = pr.Jobs[0], a
-		}
-		b := index[pr.Jobs[1]]
+		a, b := int(pairJobs[i][0]), int(pairJobs[i][1])
 		// Only pairs of equal scale factor can share GPUs (Gavel §3.1).
 		if in.sf[a] != in.sf[b] {
 			continue

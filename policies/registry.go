@@ -78,12 +78,12 @@ func SolveWithHint(name string, p *Problem, h *Hint) (*Allocation, *Hint, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	index, err := p.validate()
+	pairJobs, err := p.validate()
 	if err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	in := newIndexedInstance(p, index)
+	in := newIndexedInstance(p, pairJobs)
 	if h != nil && h.policy == canon {
 		in.seedPrices = h.prices
 		in.seedPairs = h.pairs
