@@ -256,12 +256,15 @@ func gandiva(in *instance, seed int64) *Allocation {
 	var units []unit
 	used := make([]bool, in.n())
 	if requested > total && len(in.pairA) > 0 {
-		// The pair index is built only when pairing happens: it is
-		// quadratic in the jobs.
-		pairOf := make(map[[2]int]int, 2*len(in.pairA))
+		// The pair index is built only when pairing happens: a dense
+		// n x n table of pair+1 (0: no pair), the last pair listed winning
+		// as in a map; a few hundred KB where a map of both orders of
+		// tens of thousands of pairs cost milliseconds per recompute.
+		n := in.n()
+		pairOf := make([]int32, n*n)
 		for q := range in.pairA {
-			pairOf[[2]int{in.pairA[q], in.pairB[q]}] = q
-			pairOf[[2]int{in.pairB[q], in.pairA[q]}] = q
+			pairOf[in.pairA[q]*n+in.pairB[q]] = int32(q + 1)
+			pairOf[in.pairB[q]*n+in.pairA[q]] = int32(q + 1)
 		}
 		rng := rand.New(rand.NewSource(seed))
 		perm := rng.Perm(in.n())
@@ -273,8 +276,8 @@ func gandiva(in *instance, seed int64) *Allocation {
 				if used[y] {
 					continue
 				}
-				q, ok := pairOf[[2]int{x, y}]
-				if !ok {
+				q := int(pairOf[x*n+y]) - 1
+				if q < 0 {
 					continue
 				}
 				a0, b0 := in.pairA[q], in.pairB[q]

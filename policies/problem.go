@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
+	"unsafe"
 )
 
 // GPUType is one kind of accelerator in the cluster.
@@ -88,119 +90,157 @@ func badNumber(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
 // Validate reports the first problem with the input, naming the field.
 func (p *Problem) Validate() error {
+	_, err := p.validate()
+	return err
+}
+
+// validate is Validate that also returns each pair's job indices (the
+// instance reuses them rather than hashing every id again).
+func (p *Problem) validate() ([][2]int32, error) {
 	if len(p.GPUTypes) == 0 {
-		return fmt.Errorf("gpu_types: no GPU types")
+		return nil, fmt.Errorf("gpu_types: no GPU types")
 	}
 	total := 0
 	for name, t := range p.GPUTypes {
 		if name == "" {
-			return fmt.Errorf("gpu_types: empty type name")
+			return nil, fmt.Errorf("gpu_types: empty type name")
 		}
 		if t.Count < 0 {
-			return fmt.Errorf("gpu_types.%s.count: negative (%d)", name, t.Count)
+			return nil, fmt.Errorf("gpu_types.%s.count: negative (%d)", name, t.Count)
 		}
 		if t.GPUsPerServer < 0 {
-			return fmt.Errorf("gpu_types.%s.gpus_per_server: negative (%d)", name, t.GPUsPerServer)
+			return nil, fmt.Errorf("gpu_types.%s.gpus_per_server: negative (%d)", name, t.GPUsPerServer)
 		}
 		if badNumber(t.CostPerHour) || t.CostPerHour < 0 {
-			return fmt.Errorf("gpu_types.%s.cost_per_hour: must be a non-negative number", name)
+			return nil, fmt.Errorf("gpu_types.%s.cost_per_hour: must be a non-negative number", name)
 		}
 		total += t.Count
 	}
 	if total == 0 {
-		return fmt.Errorf("gpu_types: zero GPUs in all")
+		return nil, fmt.Errorf("gpu_types: zero GPUs in all")
 	}
-	seen := make(map[string]bool, len(p.Jobs))
+	seen := make(map[string]int, len(p.Jobs))
 	for i, j := range p.Jobs {
 		if j.ID == "" {
-			return fmt.Errorf("jobs[%d].id: empty", i)
+			return nil, fmt.Errorf("jobs[%d].id: empty", i)
 		}
 		// The job's name is formatted only for an error: this runs at
 		// every recompute.
 		where := func() string { return fmt.Sprintf("jobs[%d] (%s)", i, j.ID) }
-		if seen[j.ID] {
-			return fmt.Errorf("%s.id: duplicate job id", where())
+		if _, dup := seen[j.ID]; dup {
+			return nil, fmt.Errorf("%s.id: duplicate job id", where())
 		}
-		seen[j.ID] = true
+		seen[j.ID] = i
 		if j.ScaleFactor < 0 {
-			return fmt.Errorf("%s.scale_factor: negative (%d)", where(), j.ScaleFactor)
+			return nil, fmt.Errorf("%s.scale_factor: negative (%d)", where(), j.ScaleFactor)
 		}
 		if badNumber(j.Weight) || j.Weight < 0 {
-			return fmt.Errorf("%s.weight: must be a non-negative number", where())
+			return nil, fmt.Errorf("%s.weight: must be a non-negative number", where())
 		}
 		if badNumber(j.RemainingSteps) || j.RemainingSteps < 0 {
-			return fmt.Errorf("%s.remaining_steps: must be a non-negative number", where())
+			return nil, fmt.Errorf("%s.remaining_steps: must be a non-negative number", where())
 		}
 		if badNumber(j.TimeSinceStartS) || j.TimeSinceStartS < 0 {
-			return fmt.Errorf("%s.time_since_start_s: must be a non-negative number", where())
+			return nil, fmt.Errorf("%s.time_since_start_s: must be a non-negative number", where())
 		}
 		if j.IsolatedTimeS != nil && (badNumber(*j.IsolatedTimeS) || *j.IsolatedTimeS < 0) {
-			return fmt.Errorf("%s.isolated_time_s: must be a non-negative number", where())
+			return nil, fmt.Errorf("%s.isolated_time_s: must be a non-negative number", where())
 		}
 		if j.SLOs != nil && (badNumber(*j.SLOs) || *j.SLOs <= 0) {
-			return fmt.Errorf("%s.slo_s: must be a positive number or null", where())
+			return nil, fmt.Errorf("%s.slo_s: must be a positive number or null", where())
 		}
 		anyPositive := false
 		for t, v := range j.Throughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
+				return nil, fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
 			}
 			if badNumber(v) || v < 0 {
-				return fmt.Errorf("%s.throughput.%s: must be a non-negative number, got %v", where(), t, v)
+				return nil, fmt.Errorf("%s.throughput.%s: must be a non-negative number, got %v", where(), t, v)
 			}
 			if v > 0 {
 				anyPositive = true
 			}
 		}
 		if !anyPositive {
-			return fmt.Errorf("%s.throughput: zero on every GPU type", where())
+			return nil, fmt.Errorf("%s.throughput: zero on every GPU type", where())
 		}
 		for t, v := range j.UnconsolidatedThroughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.unconsolidated_throughput.%s: unknown GPU type", where(), t)
+				return nil, fmt.Errorf("%s.unconsolidated_throughput.%s: unknown GPU type", where(), t)
 			}
 			if badNumber(v) || v < 0 {
-				return fmt.Errorf("%s.unconsolidated_throughput.%s: must be a non-negative number, got %v", where(), t, v)
+				return nil, fmt.Errorf("%s.unconsolidated_throughput.%s: must be a non-negative number, got %v", where(), t, v)
 			}
 		}
 		if len(p.Entities) > 0 && j.Entity != "" {
 			if _, ok := p.Entities[j.Entity]; !ok {
-				return fmt.Errorf("%s.entity: unknown entity %q", where(), j.Entity)
+				return nil, fmt.Errorf("%s.entity: unknown entity %q", where(), j.Entity)
 			}
 		}
 	}
+	// Pairs run into the tens of thousands at every recompute, but their
+	// throughput maps are few and shared (one per model pair in the
+	// simulator): a map already found valid is not checked again, and a
+	// pair's first job is usually the previous pair's (pairs listed by
+	// first job).
+	var good map[unsafe.Pointer]struct{}
+	var pairJobs [][2]int32
+	if len(p.Pairs) > 0 {
+		pairJobs = make([][2]int32, len(p.Pairs))
+	}
+	lastID := ""
 	for i, pr := range p.Pairs {
 		where := func() string { return fmt.Sprintf("pairs[%d]", i) }
-		for _, id := range pr.Jobs {
-			if !seen[id] {
-				return fmt.Errorf("%s.jobs: unknown job %q", where(), id)
+		for k, id := range pr.Jobs {
+			if k == 0 && i > 0 && id == lastID {
+				pairJobs[i][0] = pairJobs[i-1][0]
+				continue
 			}
+			m, ok := seen[id]
+			if !ok {
+				return nil, fmt.Errorf("%s.jobs: unknown job %q", where(), id)
+			}
+			pairJobs[i][k] = int32(m)
 		}
+		lastID = pr.Jobs[0]
 		if pr.Jobs[0] == pr.Jobs[1] {
-			return fmt.Errorf("%s.jobs: a job cannot pair with itself", where())
+			return nil, fmt.Errorf("%s.jobs: a job cannot pair with itself", where())
+		}
+		key := mapKey(pr.Throughput)
+		if _, ok := good[key]; ok {
+			continue
 		}
 		for t, v := range pr.Throughput {
 			if _, ok := p.GPUTypes[t]; !ok {
-				return fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
+				return nil, fmt.Errorf("%s.throughput.%s: unknown GPU type", where(), t)
 			}
 			for _, x := range v {
 				if badNumber(x) || x < 0 {
-					return fmt.Errorf("%s.throughput.%s: must be non-negative numbers", where(), t)
+					return nil, fmt.Errorf("%s.throughput.%s: must be non-negative numbers", where(), t)
 				}
 			}
 		}
+		if good == nil {
+			good = map[unsafe.Pointer]struct{}{}
+		}
+		good[key] = struct{}{}
 	}
 	for name, e := range p.Entities {
 		if badNumber(e.Weight) || e.Weight < 0 {
-			return fmt.Errorf("entities.%s.weight: must be a non-negative number", name)
+			return nil, fmt.Errorf("entities.%s.weight: must be a non-negative number", name)
 		}
 		switch e.Policy {
 		case "", "fairness", "fifo":
 		default:
-			return fmt.Errorf("entities.%s.policy: unknown %q (want fairness or fifo)", name, e.Policy)
+			return nil, fmt.Errorf("entities.%s.policy: unknown %q (want fairness or fifo)", name, e.Policy)
 		}
 	}
-	return nil
+	return pairJobs, nil
+}
+
+// mapKey is a map's identity: maps shared between pairs have the same key.
+func mapKey[M ~map[K]V, K comparable, V any](m M) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
 }
 
 // instance is the dense form every solver works on: types sorted by name,
@@ -226,7 +266,11 @@ type instance struct {
 	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)
 }
 
-func newInstance(p *Problem) *instance {
+func newInstance(p *Problem) *instance { return newIndexedInstance(p, nil) }
+
+// newIndexedInstance is newInstance with the pairs' job indices that
+// validate returned (nil: look them up).
+func newIndexedInstance(p *Problem, pairJobs [][2]int32) *instance {
 	in := &instance{}
 	for name := range p.GPUTypes {
 		in.types = append(in.types, name)
@@ -236,10 +280,8 @@ func newInstance(p *Problem) *instance {
 		in.counts = append(in.counts, float64(p.GPUTypes[name].Count))
 		in.cost = append(in.cost, p.GPUTypes[name].CostPerHour)
 	}
-	index := make(map[string]int, len(p.Jobs))
 	in.jobs = p.Jobs
-	for i, j := range p.Jobs {
-		index[j.ID] = i
+	for _, j := range p.Jobs {
 		in.ids = append(in.ids, j.ID)
 		sf := float64(j.ScaleFactor)
 		if sf == 0 {
@@ -263,31 +305,59 @@ func newInstance(p *Problem) *instance {
 		}
 		in.weight = append(in.weight, w)
 	}
+	if len(p.Pairs) == 0 {
+		return in
+	}
+	if pairJobs == nil {
+		index := make(map[string]int, len(p.Jobs))
+		for i, j := range p.Jobs {
+			index[j.ID] = i
+		}
+		pairJobs = make([][2]int32, len(p.Pairs))
+		for i, pr := range p.Pairs {
+			pairJobs[i] = [2]int32{int32(index[pr.Jobs[0]]), int32(index[pr.Jobs[1]])}
+		}
+	}
+	// Pairs sharing a throughput map (one per model pair in the simulator)
+	// share its dense row: solvers only read pairT. useful: some type
+	// where both jobs progress.
+	type pairRow struct {
+		row    [][2]float64
+		useful bool
+	}
+	rowOf := map[unsafe.Pointer]pairRow{}
 	var pairBack [][2]float64 // pair rows are carved from shared chunks
-	for _, pr := range p.Pairs {
-		a, b := index[pr.Jobs[0]], index[pr.Jobs[1]]
+	in.pairA = make([]int, 0, len(p.Pairs))
+	in.pairB = make([]int, 0, len(p.Pairs))
+	in.pairT = make([][][2]float64, 0, len(p.Pairs))
+	for i, pr := range p.Pairs {
+		a, b := int(pairJobs[i][0]), int(pairJobs[i][1])
 		// Only pairs of equal scale factor can share GPUs (Gavel §3.1).
 		if in.sf[a] != in.sf[b] {
 			continue
 		}
-		if len(pairBack) < len(in.types) {
-			pairBack = make([][2]float64, 256*len(in.types))
-		}
-		row := pairBack[:len(in.types):len(in.types)]
-		useful := false
-		for k, name := range in.types {
-			row[k] = pr.Throughput[name]
-			if row[k][0] > 0 && row[k][1] > 0 {
-				useful = true
+		key := mapKey(pr.Throughput)
+		r, ok := rowOf[key]
+		if !ok {
+			if len(pairBack) < len(in.types) {
+				pairBack = make([][2]float64, 256*len(in.types))
 			}
+			r.row = pairBack[:len(in.types):len(in.types)]
+			pairBack = pairBack[len(in.types):]
+			for k, name := range in.types {
+				r.row[k] = pr.Throughput[name]
+				if r.row[k][0] > 0 && r.row[k][1] > 0 {
+					r.useful = true
+				}
+			}
+			rowOf[key] = r
 		}
-		if !useful {
+		if !r.useful {
 			continue
 		}
-		pairBack = pairBack[len(in.types):]
 		in.pairA = append(in.pairA, a)
 		in.pairB = append(in.pairB, b)
-		in.pairT = append(in.pairT, row)
+		in.pairT = append(in.pairT, r.row)
 	}
 	return in
 }

@@ -78,11 +78,12 @@ func SolveWithHint(name string, p *Problem, h *Hint) (*Allocation, *Hint, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.Validate(); err != nil {
+	pairJobs, err := p.validate()
+	if err != nil {
 		return nil, nil, err
 	}
 	start := time.Now()
-	in := newInstance(p)
+	in := newIndexedInstance(p, pairJobs)
 	if h != nil && h.policy == canon {
 		in.seedPrices = h.prices
 		in.seedPairs = h.pairs

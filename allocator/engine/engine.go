@@ -533,17 +533,32 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 		e.isoTput[j.ID] = tput
 	}
-	if e.packing {
-		for _, pr := range s.Pairs {
-			if !in[pr.Jobs[0]] || !in[pr.Jobs[1]] {
+	if e.packing && len(s.Pairs) > 0 {
+		// Tens of thousands of pairs at every recompute, but few
+		// throughput maps (the simulator shares one per model pair): each
+		// map is checked against the types, or narrowed to them, once per
+		// call, and pairs listed by first job look that job up once.
+		keep := pairMaps{}
+		p.Pairs = make([]policies.Pair, 0, len(s.Pairs))
+		lastID, lastIn := "", false
+		for i, pr := range s.Pairs {
+			if i == 0 || pr.Jobs[0] != lastID {
+				lastID, lastIn = pr.Jobs[0], in[pr.Jobs[0]]
+			}
+			if !lastIn || !in[pr.Jobs[1]] {
 				continue
 			}
-			tp := pr.Throughput
-			if !sameKeys(tp, counts) {
-				tp = make(map[string][2]float64, len(counts))
-				for t := range counts {
-					tp[t] = pr.Throughput[t]
+			key := mapID(pr.Throughput)
+			tp, ok := keep[key]
+			if !ok {
+				tp = pr.Throughput
+				if !sameKeys(tp, counts) {
+					tp = make(map[string][2]float64, len(counts))
+					for t := range counts {
+						tp[t] = pr.Throughput[t]
+					}
 				}
+				keep[key] = tp
 			}
 			p.Pairs = append(p.Pairs, policies.Pair{Jobs: pr.Jobs, Throughput: tp})
 		}
