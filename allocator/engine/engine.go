@@ -454,6 +454,11 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	for k, u := range e.units {
 		if u.seen != e.stamp {
 			delete(e.units, k)
+			// Units share slabs (newUnit): a dead one's references
+			// would keep an old allocation's rows and the snapshot's
+			// maps alive as long as any unit of its slab lives.
+			u.xrow, u.cum, u.jt, u.pt, u.base, u.def = nil, nil, nil, nil, nil, nil
+			u.ja, u.jb = nil, nil
 		}
 	}
 	e.zKeyGen++

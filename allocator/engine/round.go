@@ -359,6 +359,7 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 	}
 	ranked, zs, class, nTriv := cb.ranked, cb.z, cb.class, cb.nTriv
 	// Trivial units' candidates are made only when visited.
+	clear(cb.trivs) // the last call's: no stale units kept alive
 	trivs := cb.trivs[:0]
 	if cap(trivs) < nTriv {
 		trivs = make([]candidate, 0, nTriv)
@@ -481,6 +482,9 @@ func (e *Engine) buildZ(t string, cb *candBuf) {
 	}
 	z = append(z, keep[i:]...)
 	z = append(z, fresh[j:]...)
+	clear(cb.z)
+	clear(keep)
+	clear(fresh)
 	cb.zAlt, cb.zKeep, cb.zFresh = cb.z, keep, fresh
 	cb.z, cb.zGen, cb.zKeyGen, cb.zBuild, cb.zBuilt = z, e.zGen, e.zKeyGen, id, true
 	cb.needZ = false
@@ -617,6 +621,7 @@ func (e *Engine) prepare(types []string) {
 	for q := range ts {
 		s := &ts[q]
 		cb := s.cb
+		clear(cb.ranked)
 		ranked := cb.ranked[:0]
 		for _, i := range s.pos {
 			u := e.order[i]

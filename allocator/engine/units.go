@@ -38,6 +38,9 @@ type pairTab struct {
 }
 
 func (t *pairTab) reset() {
+	// Stale unit pointers would keep departed units' slabs alive.
+	clear(t.u[:cap(t.u)])
+	clear(t.k[:cap(t.k)])
 	t.k, t.u, t.j, t.dor, t.inX = t.k[:0], t.u[:0], t.j[:0], t.dor[:0], t.inX[:0]
 }
 
@@ -131,6 +134,7 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 		remap = append(remap, p)
 	}
 	e.remap = remap
+	clear(oldJobs)
 	e.spareJobs = oldJobs
 
 	old := e.pt
@@ -199,6 +203,13 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 			u.keepPairCum(p.ReceivedS)
 		}
 	}
+	// Dormant pairs that left with a job: drop their references, as
+	// resetReceived does for dead units (slabs, newUnit).
+	for w, u := range old.u {
+		if u != nil && old.dor[w] && gone(w) {
+			u.ja, u.jb, u.pt = nil, nil, nil
+		}
+	}
 	e.buildFull()
 	e.readRunningPairs(s)
 }
@@ -241,12 +252,14 @@ func (e *Engine) buildFull() {
 			full = append(full, slot{u: e.pt.u[pi], pi: pi})
 		}
 	}
+	clear(full[len(full):cap(full)]) // no stale units (slabs) kept alive
 	e.full, e.byLate, e.bucketStart, e.bucketFill = full, byLate, start, fill
 	e.rebuildOrder()
 }
 
 // rebuildOrder lists the active units of the full order in e.order.
 func (e *Engine) rebuildOrder() {
+	clear(e.order)
 	e.order = e.order[:0]
 	for q := range e.full {
 		sl := &e.full[q]
@@ -284,7 +297,9 @@ func (e *Engine) activate(pi int32) {
 // visit them, instead of scattered over the heap.
 func (e *Engine) newUnit() *unit {
 	if len(e.slab) == 0 {
-		e.slab = make([]unit, 512)
+		// Small enough that a few long-lived units do not keep much
+		// garbage alive with them.
+		e.slab = make([]unit, 64)
 	}
 	u := &e.slab[0]
 	e.slab = e.slab[1:]
