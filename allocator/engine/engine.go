@@ -277,16 +277,9 @@ func (e *Engine) setAllocation(a *policies.Allocation) {
 		// got a share.
 		activated := false
 		for i, u := range e.pt.u {
-			if u == nil || !e.pt.dor[i] {
-				continue
-			}
-			row, ok := idx[e.pt.k[i]]
-			e.pt.inX[i] = ok
-			if ok && !allZero(row) {
-				e.activate(int32(i))
-				u.xrow = row
-				u.setQuiet()
-				activated = true
+			if u != nil && e.pt.dor[i] {
+				row, ok := idx[e.pt.k[i]]
+				activated = e.dormantRow(i, row, ok) || activated
 			}
 		}
 		if activated {
@@ -336,14 +329,11 @@ func (e *Engine) setXInOrder(a *policies.Allocation) bool {
 	}
 	activated := false
 	for p, i := range rows {
-		e.pt.inX[i] = true
 		if e.pt.dor[i] {
-			if allZero(a.PairX[p]) {
-				continue // stays dormant
-			}
-			e.activate(int32(i))
-			activated = true
+			activated = e.dormantRow(i, a.PairX[p], true) || activated
+			continue
 		}
+		e.pt.inX[i] = true
 		u := e.pt.u[i]
 		u.xrow, u.inX = a.PairX[p], true
 	}
@@ -353,6 +343,21 @@ func (e *Engine) setXInOrder(a *policies.Allocation) bool {
 	for _, u := range e.order {
 		u.setQuiet()
 	}
+	return true
+}
+
+// dormantRow records whether the dormant pair i (an index in the
+// snapshot's pairs) is in the allocation, with row, and activates it if
+// the row is a share; it reports whether it did (e.order then lacks it).
+func (e *Engine) dormantRow(i int, row []float64, inX bool) bool {
+	e.pt.inX[i] = inX
+	if !inX || allZero(row) {
+		return false // stays dormant
+	}
+	e.activate(int32(i))
+	u := e.pt.u[i]
+	u.xrow = row
+	u.setQuiet()
 	return true
 }
 
