@@ -137,6 +137,13 @@ func (e *Engine) History() *History {
 
 // SetHistory replaces the engine's history with h (from History, possibly
 // of an engine that stopped). The engine must run the same policy.
+//
+// Everything else the engine holds is rebuilt from scratch, as in a new
+// engine: per-round caches are keyed by the round count, which the history
+// rewinds, so an engine that decided a round whose plan was thrown away (an
+// agent that re-takes its leader lock restores the last saved history into
+// the engine it runs) would otherwise reuse that round's stale candidates.
+// On an error the engine is left as it was.
 func (e *Engine) SetHistory(h *History) error {
 	if h == nil {
 		return nil
@@ -144,6 +151,19 @@ func (e *Engine) SetHistory(h *History) error {
 	if h.Policy != e.canonical {
 		return fmt.Errorf("engine: history of policy %q, engine runs %q", h.Policy, e.canonical)
 	}
+	f, err := New(e.cfg)
+	if err != nil {
+		return err
+	}
+	if err := f.setHistory(h); err != nil {
+		return err
+	}
+	*e = *f
+	return nil
+}
+
+// setHistory loads h into a new engine.
+func (e *Engine) setHistory(h *History) error {
 	if len(h.Shuffler) > 0 && !e.shuffler.SetState(h.Shuffler) {
 		return fmt.Errorf("engine: bad shuffler state in history")
 	}
@@ -153,13 +173,7 @@ func (e *Engine) SetHistory(h *History) error {
 		e.lastJobs[id] = true
 	}
 	e.lastGPUs, e.gpusSeen = slices.Clone(h.GPUs), h.GPUsSeen
-	e.layouts = nil
 	e.isoTime, e.isoTput, e.isoSteps = cloneOr(h.IsoTimeS), cloneOr(h.IsoTput), cloneOr(h.IsoSteps)
-	e.units = map[ukey]*unit{}
-	e.order, e.snapJobs, e.full, e.orderDirty = nil, nil, nil, false
-	e.pt.reset()
-	e.hint = nil
-	e.alloc, e.xIndex, e.jobXIndex, e.typeIndex = nil, nil, nil, nil
 	for _, hu := range h.Units {
 		var k ukey
 		switch len(hu.Jobs) {
