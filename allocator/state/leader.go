@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -26,6 +31,39 @@ type LeaderOptions struct {
 	RetryInterval time.Duration
 	// OnWait, if set, is called each time the lock is found held by another.
 	OnWait func()
+	// OnRetry, if set, is called when Nomad could not be asked (unreachable,
+	// restarting, no leader): the call is retried, not given up.
+	OnRetry func(err error)
+}
+
+// Transient reports whether a Nomad API error may pass by itself: the
+// request got no answer (connection refused or reset, a timeout: a server
+// restarting) or a 5xx / 429 answer (no cluster leader yet). A 4xx answer
+// (permission denied, a bad request), a lock conflict and anything that is
+// not about reaching Nomad (a state that does not decode) will not.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, api.ErrLockConflict) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ue api.UnexpectedResponseError
+	if errors.As(err, &ue) && ue.HasStatusCode() {
+		code := ue.StatusCode()
+		return code >= 500 || code == 429
+	}
+	var ne net.Error
+	var ue2 *url.Error
+	if errors.As(err, &ne) || errors.As(err, &ue2) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	// Some paths of the API client flatten the transport error to text.
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "connection reset", "no cluster leader", "i/o timeout", ": EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // RunAsLeader blocks until it holds the Nomad variable lock at o.Path, then
@@ -67,11 +105,17 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, api.ErrLockConflict) {
+		switch {
+		case errors.Is(err, api.ErrLockConflict):
+			if o.OnWait != nil {
+				o.OnWait()
+			}
+		case Transient(err) && ctx.Err() == nil:
+			if o.OnRetry != nil {
+				o.OnRetry(err)
+			}
+		default:
 			return fmt.Errorf("state: acquire leader lock %s: %w", o.Path, err)
-		}
-		if o.OnWait != nil {
-			o.OnWait()
 		}
 		select {
 		case <-ctx.Done():
@@ -92,6 +136,7 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 	go func() { done <- fn(fctx) }()
 	tick := time.NewTicker(o.TTL / 3)
 	defer tick.Stop()
+	lastOK := time.Now()
 	for {
 		select {
 		case err := <-done:
@@ -100,11 +145,25 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 			rctx, rcancel := context.WithTimeout(ctx, o.TTL/3)
 			err := locks.Renew(rctx)
 			rcancel()
-			if err != nil {
-				cancel()
-				<-done
-				return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
+			if err == nil {
+				lastOK = time.Now()
+				continue
 			}
+			// The lease is ours until its TTL runs out since the last
+			// renewal, and nobody can take it while Nomad is unreachable: a
+			// failed renewal that is transient is retried at the next tick
+			// while that tick is still within the TTL (a server restart of
+			// a few seconds does not stop the rounds). A conflict (the
+			// lease expired and another holder may have it) ends it at once.
+			if Transient(err) && time.Since(lastOK)+o.TTL/3 < o.TTL {
+				if o.OnRetry != nil {
+					o.OnRetry(err)
+				}
+				continue
+			}
+			cancel()
+			<-done
+			return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
 		}
 	}
 }
