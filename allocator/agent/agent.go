@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -425,6 +427,9 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	}
 	log.Info("round", "round", round, "jobs", len(s.Jobs), "assignments", len(p.Assignments),
 		"starts", starts, "suspends", len(p.Suspend), "recomputed", p.Recomputed)
+	if log.IsDebug() {
+		log.Debug("round plan", "round", round, "plan", planSummary(s, p))
+	}
 	eerr := b.Enforce(p)
 	a.smu.Lock()
 	if eerr == nil {
@@ -669,4 +674,32 @@ func (a *Agent) Handler() http.Handler {
 		enc.Encode(a.Status())
 	})
 	return mux
+}
+
+// planSummary is a round's snapshot and plan in one line, for debug logs:
+// the healthy GPUs per type, what ran, and the plan's assignments (job@type
+// gpus action) and suspensions.
+func planSummary(s *engine.Snapshot, p *engine.Plan) string {
+	var b strings.Builder
+	healthy := map[string]int{}
+	for _, g := range s.GPUs {
+		if !g.Failed {
+			healthy[g.Type]++
+		}
+	}
+	types := slices.Sorted(maps.Keys(healthy))
+	b.WriteString("healthy:")
+	for _, t := range types {
+		fmt.Fprintf(&b, " %s=%d", t, healthy[t])
+	}
+	b.WriteString("; ran:")
+	for _, a := range s.Running {
+		fmt.Fprintf(&b, " %s@%s%v", strings.Join(a.Jobs, "+"), a.Type, a.GPUs)
+	}
+	b.WriteString("; plan:")
+	for _, a := range p.Assignments {
+		fmt.Fprintf(&b, " %s@%s%v:%s", strings.Join(a.Jobs, "+"), a.Type, a.GPUs, a.Action)
+	}
+	fmt.Fprintf(&b, "; suspend: %v", p.Suspend)
+	return b.String()
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"sync"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +39,7 @@ type agentCmd struct {
 	nomadAddr  string
 	pool       string
 	ackTimeout time.Duration
+	apiTimeout time.Duration
 	logLevel   string
 	leaseAddr  string
 	durable    bool
@@ -53,6 +56,7 @@ func newAgentCmd() *agentCmd {
 	c.flags.StringVar(&c.nomadAddr, "nomad-addr", "", "Nomad address, overriding the config and NOMAD_ADDR")
 	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
+	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 30*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
 	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level")
 	c.flags.StringVar(&c.leaseAddr, "lease-addr", "", "listen address of the lease/progress API for training tasks (off when empty)")
 	c.flags.BoolVar(&c.durable, "state", true, "keep the allocator state in Nomad Variables and run under the leader lock")
@@ -177,6 +181,9 @@ func (c *agentCmd) Run(args []string) int {
 	if s.cfg.Nomad.Region != "" {
 		nc.Region = s.cfg.Nomad.Region
 	}
+	if err := withTimeout(nc, c.apiTimeout); err != nil {
+		return c.fail(err)
+	}
 	client, err := api.NewClient(nc)
 	if err != nil {
 		return c.fail(err)
@@ -246,6 +253,8 @@ func (c *agentCmd) Run(args []string) int {
 	log.Info("agent started", "mode", mode, "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
 		"policy", s.policy, "round", s.round, "durable", c.durable)
 
+	// s is replaced on SIGHUP and read when the leader lock is re-taken.
+	var smu sync.Mutex
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -261,12 +270,14 @@ func (c *agentCmd) Run(args []string) int {
 				log.Error("reload failed; keeping the old config", "error", err)
 				continue
 			}
+			smu.Lock()
 			var e agent.Decider
 			if ns.policy != s.policy || ns.cells != s.cells {
 				// A new policy starts a new engine: the recompute baselines
 				// restart (cumulative received time is kept), the running
 				// placement is re-read from Nomad.
 				if e, err = newDecider(ns, backend, log); err != nil {
+					smu.Unlock()
 					log.Error("reload failed", "error", err)
 					continue
 				}
@@ -275,10 +286,24 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			s = ns
+			smu.Unlock()
 			log.Info("config reloaded", "policy", ns.policy, "round", ns.round)
 		}
 	}()
-	if err := c.runLeader(ctx, nc, ag, log); err != nil {
+	// After a lost leader lock the decider is rebuilt, as in a restarted
+	// agent: its in-memory state may hold a round it decided but never
+	// recorded (Nomad went away), and Start restores the saved history.
+	fresh := func() error {
+		smu.Lock()
+		defer smu.Unlock()
+		e, err := newDecider(s, backend, log)
+		if err != nil {
+			return err
+		}
+		ag.Reconfigure(e, s.policy, s.round, s.vcs)
+		return nil
+	}
+	if err := c.runLeader(ctx, nc, ag, fresh, log); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintln(c.stdout, "rondo agent: stopped")
@@ -288,7 +313,7 @@ func (c *agentCmd) Run(args []string) int {
 // runLeader runs the agent's rounds while it holds the leader lock (a
 // Nomad variable lock next to the state), so two agents never both act; a
 // lost lock or a state written by another agent sends it back to waiting.
-func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, log hclog.Logger) error {
+func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, fresh func() error, log hclog.Logger) error {
 	if !c.durable {
 		return ag.Run(ctx)
 	}
@@ -299,10 +324,16 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 		return err
 	}
 	opts := state.LeaderOptions{Namespace: nc.Namespace, Path: c.statePath + "-leader", TTL: c.leaderTTL,
-		OnWait: func() { log.Info("waiting for the leader lock (another agent is running)") }}
-	for {
+		OnWait:  func() { log.Info("waiting for the leader lock (another agent is running)") },
+		OnRetry: func(err error) { log.Warn("Nomad unreachable; retrying the leader lock", "error", err) }}
+	for first := true; ; first = false {
 		err := state.RunAsLeader(ctx, lc, opts, func(lctx context.Context) error {
 			log.Info("leader lock acquired", "lock", opts.Path)
+			if !first {
+				if err := fresh(); err != nil {
+					return err
+				}
+			}
 			return ag.Run(lctx)
 		})
 		if ctx.Err() != nil {
@@ -312,6 +343,36 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 			log.Error("stopped acting; waiting for the leader lock again", "error", err)
 			continue
 		}
+		if state.Transient(err) {
+			// Loading the state at start needs Nomad: a server restarting
+			// is waited out, not a reason to exit.
+			log.Warn("Nomad unreachable; starting again", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(c.leaderTTL / 2):
+			}
+			continue
+		}
 		return err
 	}
+}
+
+// withTimeout gives nc an HTTP client whose requests time out after d (the
+// API's default client waits forever: a request to a server that stops
+// while answering stalled a round until the leader lock was lost). Rondo
+// makes no blocking queries, so every request is short. Unix-socket
+// addresses keep the API's own client.
+func withTimeout(nc *api.Config, d time.Duration) error {
+	if d <= 0 || strings.HasPrefix(nc.Address, "unix://") {
+		return nil
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ForceAttemptHTTP2 = false // as the API's client: alloc exec needs HTTP/1
+	hc := &http.Client{Transport: tr, Timeout: d}
+	if err := api.ConfigureTLS(hc, nc.TLSConfig); err != nil {
+		return fmt.Errorf("nomad TLS: %w", err)
+	}
+	nc.HttpClient = hc
+	return nil
 }
