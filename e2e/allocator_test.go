@@ -79,6 +79,12 @@ vc "research" {
 // builds the binaries, gives the agent a token of the minimal allocator
 // policy and writes its config cfg.
 func startStackWith(t *testing.T, clients []cluster.ClientSpec, cfg string) *stack {
+	return startStackOpts(t, clients, cfg, nil)
+}
+
+// startStackOpts is startStackWith with a hook that adjusts the cluster's
+// options before it starts.
+func startStackOpts(t *testing.T, clients []cluster.ClientSpec, cfg string, opts func(*cluster.Options)) *stack {
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
 	}
@@ -96,7 +102,11 @@ func startStackWith(t *testing.T, clients []cluster.ClientSpec, cfg string) *sta
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true, Clients: clients})
+	o := cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "INFO", ACL: true, Clients: clients}
+	if opts != nil {
+		opts(&o)
+	}
+	c, err := cluster.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,9 @@ type AgentConfig struct {
 	Meta map[string]string
 	// Plugins maps a plugin name to the HCL body of its config { } block.
 	Plugins map[string]string
-	// ClientHCL goes inside client { }, ExtraHCL at the end.
+	// ServerHCL goes inside server { }, ClientHCL inside client { },
+	// ExtraHCL at the end.
+	ServerHCL string
 	ClientHCL string
 	ExtraHCL  string
 	LogLevel  string
@@ -159,7 +161,7 @@ func (c AgentConfig) HCL() string {
 	fmt.Fprintf(&b, "ports {\n  http = %d\n  rpc = %d\n  serf = %d\n}\n", c.HTTP, c.RPC, c.Serf)
 	b.WriteString("advertise {\n  http = \"127.0.0.1\"\n  rpc = \"127.0.0.1\"\n  serf = \"127.0.0.1\"\n}\n")
 	if c.Server {
-		b.WriteString("server {\n  enabled = true\n  bootstrap_expect = 1\n}\n")
+		b.WriteString("server {\n  enabled = true\n  bootstrap_expect = 1\n" + c.ServerHCL + "\n}\n")
 	}
 	if c.Client {
 		b.WriteString("client {\n  enabled = true\n")
@@ -210,6 +212,8 @@ type Process struct {
 	HTTPAddr string
 	RPCAddr  string
 	LogPath  string
+	bin      string
+	cfg      AgentConfig
 	cmd      *exec.Cmd
 	done     chan struct{}
 	stopOnce sync.Once
@@ -240,7 +244,7 @@ func StartProcess(bin, dir string, cfg AgentConfig) (*Process, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start nomad: %w", err)
 	}
-	p := &Process{Name: cfg.Name, Dir: dir, HTTPAddr: fmt.Sprintf("http://127.0.0.1:%d", cfg.HTTP),
+	p := &Process{bin: bin, cfg: cfg, Name: cfg.Name, Dir: dir, HTTPAddr: fmt.Sprintf("http://127.0.0.1:%d", cfg.HTTP),
 		RPCAddr: fmt.Sprintf("127.0.0.1:%d", cfg.RPC), LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
 	return p, nil
@@ -278,6 +282,28 @@ func (p *Process) Stop(timeout time.Duration) {
 		// The agent's process group: logmon and executors it started.
 		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	})
+}
+
+// Kill sends SIGKILL to the agent and its process group and waits for it:
+// a machine lost, not a shutdown (the tasks it started are the caller's to
+// kill, see KillUnder).
+func (p *Process) Kill() {
+	p.stopOnce.Do(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+}
+
+// Restart starts a stopped agent again with the same configuration, ports
+// and data directory (a server keeps its Raft state, a client its node id).
+func (p *Process) Restart() (*Process, error) {
+	if p.Alive() {
+		return nil, fmt.Errorf("agent %s is still running", p.Name)
+	}
+	// Keep the old log: the new one goes next to it.
+	os.Rename(p.LogPath, p.LogPath+"."+strconv.FormatInt(time.Now().UnixNano(), 10))
+	return StartProcess(p.bin, p.Dir, p.cfg)
 }
 
 // WithoutEnv drops key from an environment list.

@@ -82,6 +82,9 @@ type Options struct {
 	// ACL enables ACLs on every agent; Start bootstraps them and gives API
 	// the management token (ManagementToken).
 	ACL bool
+	// ServerHCL goes inside the server's server { } block (e.g. short
+	// heartbeat TTLs, so that a lost client is marked down in seconds).
+	ServerHCL string
 }
 
 // Cluster is one server and its GPU clients.
@@ -132,7 +135,8 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel, ACL: o.ACL}
+	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel, ACL: o.ACL,
+		ServerHCL: o.ServerHCL}
 	if c.Server, err = StartProcess(o.Nomad, filepath.Join(o.Dir, "server"), srv); err != nil {
 		return nil, err
 	}
@@ -240,6 +244,39 @@ func countGPUs(n *api.Node) int {
 		}
 	}
 	return k
+}
+
+// KillClient loses a client machine: its agent and every task it started
+// are killed with SIGKILL, so the server marks the node down once its
+// heartbeat TTL runs out.
+func (c *Cluster) KillClient(name string) error {
+	for _, p := range c.Clients {
+		if p.Name == name {
+			p.Kill()
+			KillUnder(p.Dir)
+			return nil
+		}
+	}
+	return fmt.Errorf("no client %q", name)
+}
+
+// RestartServer stops the server (SIGINT, as an operator's restart) and
+// starts it again on the same ports and data directory; it returns once the
+// server answers with a leader.
+func (c *Cluster) RestartServer(timeout time.Duration) error {
+	c.Server.Stop(timeout)
+	p, err := c.Server.Restart()
+	if err != nil {
+		return err
+	}
+	c.Server = p
+	return WaitFor(timeout, "the restarted server's leader", func() (bool, error) {
+		if !p.Alive() {
+			return false, fmt.Errorf("nomad server exited:\n%s", Tail(p.Logs(), 3000))
+		}
+		leader, err := c.API.Status().Leader()
+		return err == nil && leader != "", nil
+	})
 }
 
 // FaultDir is the fake plugin's fault directory of a client.

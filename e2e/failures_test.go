@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/e2e/cluster"
+)
+
+// failuresConfig: one engine, no cells, so that any GPU can take any job.
+const failuresConfig = `round_seconds = 4
+vc "research" {
+  policy = "max_min_fairness_perf"
+}
+`
+
+// TestFailuresOnNomad covers issue #5's "Nomad server restarts, node loss
+// and GPU unhealthy events trigger a reset and a re-plan" (the unhealthy
+// GPU is TestAllocatorOnNomad/UnhealthyGPUVacated) on two clients of two
+// V100s each, three never-finishing jobs, 4 s rounds:
+//
+//   - Node loss: the client holding a job is killed with its tasks (a
+//     machine gone). Once Nomad marks it down, the next round recomputes
+//     the allocation over the two GPUs left, every job that ran there runs
+//     again on the other client from its checkpoint, and no job ever has
+//     two live allocations; /v1/status counts only the surviving GPUs.
+//   - Server restart: the Nomad server is stopped and started again (same
+//     data directory). The agent's rounds fail while it is down (logged,
+//     not fatal), the agent keeps or re-takes its leader lock, and rounds
+//     carry on numbered from the durable state; jobs that ran through the
+//     restart keep their allocations (no restart), and no received time
+//     goes backwards.
+func TestFailuresOnNomad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped with -short")
+	}
+	s := startStackOpts(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("v100-b", "v100", 2)},
+		failuresConfig, func(o *cluster.Options) {
+			// A lost client is marked down ~5-8 s after its last heartbeat
+			// (defaults: 10 s TTL + 10 s grace). The failover TTL keeps
+			// the clients up across the server restart.
+			o.ServerHCL = `  min_heartbeat_ttl = "3s"
+  heartbeat_grace = "5s"
+  failover_heartbeat_ttl = "60s"`
+		})
+	c := s.c.API
+	ids := []string{"f0", "f1", "f2"}
+	for _, id := range ids {
+		s.submit(id, "ResNet-18 (batch size 64)", 1000000000, 1)
+	}
+	a := s.startAgent("4s")
+	// Three jobs, four GPUs: every job runs.
+	s.waitFor(90*time.Second, "all three jobs running", func() (bool, error) {
+		for _, id := range ids {
+			l := liveAllocs(c, id)
+			if len(l) != 1 || l[0].ClientStatus != "running" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	nodeName := map[string]string{}
+	nodes, _, err := c.Nodes().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		nodeName[n.ID] = n.Name
+	}
+	// Lose the client of f0 (so at least one job must move).
+	lost := nodeName[liveAllocs(c, "f0")[0].NodeID]
+	var moved []string
+	kept := map[string]string{} // job -> allocation on the surviving client
+	for _, id := range ids {
+		al := liveAllocs(c, id)[0]
+		if nodeName[al.NodeID] == lost {
+			moved = append(moved, id)
+		} else {
+			kept[id] = al.ID
+		}
+	}
+	// The trainer checkpoints every 0.5 s: what the lost jobs had done at
+	// the kill is in their checkpoints, which a restart from scratch would
+	// overwrite with less.
+	before := map[string]float64{}
+	for _, id := range moved {
+		before[id] = s.checkpointSteps(id)
+	}
+	roundAtKill := s.status(a).Round
+	t.Logf("killing client %s (jobs %v there, kept %v), round %d", lost, moved, kept, roundAtKill)
+	killed := time.Now()
+	if err := s.c.KillClient(lost); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(60*time.Second, "Nomad to mark the lost client down", func() (bool, error) {
+		nodes, _, err := c.Nodes().List(nil)
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range nodes {
+			if n.Name == lost {
+				return n.Status == "down", nil
+			}
+		}
+		return false, fmt.Errorf("node %s not listed", lost)
+	})
+	downAt := time.Now()
+	t.Logf("node %s down %.1fs after the kill", lost, downAt.Sub(killed).Seconds())
+	// Every job runs again within a few rounds: two on the surviving GPUs
+	// at a time (three jobs, two GPUs: they rotate, so wait until each job
+	// has been seen running on the survivor since the node went down).
+	ranAgain := map[string]bool{}
+	s.waitFor(90*time.Second, "every job running on the surviving client", func() (bool, error) {
+		for _, id := range ids {
+			l := liveAllocs(c, id)
+			if len(l) > 1 {
+				return false, fmt.Errorf("job %s has %d live allocations", id, len(l))
+			}
+			if len(l) == 1 && l[0].ClientStatus == "running" && nodeName[l[0].NodeID] != lost {
+				ranAgain[id] = true
+			}
+		}
+		return len(ranAgain) == len(ids), nil
+	})
+	t.Logf("every job ran on the survivor %.1fs after the node went down", time.Since(downAt).Seconds())
+	for _, id := range moved {
+		if got := s.checkpointSteps(id); got < before[id] {
+			t.Errorf("job %s resumed below its checkpoint: %.0f < %.0f steps", id, got, before[id])
+		}
+	}
+	st := s.status(a)
+	if u := st.Types["v100"]; u.Total != 2 {
+		t.Errorf("status counts %d V100s after the node loss, want 2 (the survivor's)", u.Total)
+	}
+	for _, j := range st.Jobs {
+		for _, g := range j.GPUs {
+			if strings.Contains(g, lost) {
+				t.Errorf("job %s placed on the lost client's GPU %s", j.ID, g)
+			}
+		}
+	}
+	if !recomputedAfter(a.logs(), roundAtKill) {
+		t.Errorf("no round after %d recomputed the allocation", roundAtKill)
+	}
+
+	// Server restart. Jobs running now should run through it untouched.
+	pre := s.status(a)
+	running := map[string]string{}
+	for _, id := range ids {
+		if l := liveAllocs(c, id); len(l) == 1 && l[0].ClientStatus == "running" {
+			running[id] = l[0].ID
+		}
+	}
+	t.Logf("restarting the Nomad server at round %d; running %v", pre.Round, running)
+	s.c.Server.Stop(30 * time.Second)
+	// A round or two fails while the server is away.
+	time.Sleep(9 * time.Second)
+	if err := s.c.RestartServer(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	var post = pre
+	s.waitFor(120*time.Second, "two rounds after the server restart", func() (bool, error) {
+		select {
+		case <-a.done:
+			return false, fmt.Errorf("the agent exited:\n%s", tail(a.logs(), 3000))
+		default:
+		}
+		post = s.status(a)
+		return post.LastRound.After(restarted) && post.Round >= pre.Round+2 && post.LastError == "", nil
+	})
+	t.Logf("rounds resumed: round %d %.1fs after the restart", post.Round, post.LastRound.Sub(restarted).Seconds())
+	logs := a.logs()
+	if !strings.Contains(logs, "round failed") {
+		t.Errorf("no round failed while the server was down (was it down during a round?)")
+	}
+	// Jobs kept through the restart are the same allocations, unless the
+	// policy moved them after it (then the agent logged it).
+	for id, alloc := range running {
+		l := liveAllocs(c, id)
+		if len(l) > 1 {
+			t.Errorf("job %s has %d live allocations after the restart", id, len(l))
+		}
+		if len(l) == 1 && l[0].ID != alloc && !eventAfter(logs, id, restarted) {
+			t.Errorf("job %s restarted across the server restart without a decision: %s -> %s", id, alloc, l[0].ID)
+		}
+	}
+	preJobs := map[string]map[string]float64{}
+	for _, j := range pre.Jobs {
+		preJobs[j.ID] = j.ReceivedS
+	}
+	for _, j := range post.Jobs {
+		for typ, v := range preJobs[j.ID] {
+			if j.ReceivedS[typ] < v-1e-6 {
+				t.Errorf("job %s received time on %s went backwards across the restart: %.1f -> %.1f", j.ID, typ, v, j.ReceivedS[typ])
+			}
+		}
+	}
+	for _, id := range ids {
+		noOverlapLost(t, c, id, killed)
+	}
+	if testing.Verbose() {
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "round") || strings.Contains(line, "leader") || strings.Contains(line, ": job=") || os.Getenv("RONDO_E2E_FULL_LOG") != "" {
+				t.Log(line)
+			}
+		}
+	}
+}
+
+var roundLine = regexp.MustCompile(`round: round=(\d+) .*recomputed=true`)
+
+// recomputedAfter reports whether a round numbered above n recomputed.
+func recomputedAfter(logs string, n int) bool {
+	for _, m := range roundLine.FindAllStringSubmatch(logs, -1) {
+		if r, _ := strconv.Atoi(m[1]); r > n {
+			return true
+		}
+	}
+	return false
+}
+
+// eventAfter reports whether the agent logged an enforcement event for job
+// after t (log lines start with an RFC 3339 timestamp).
+func eventAfter(logs, job string, t time.Time) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, "job="+job) {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", f[0])
+		if err != nil || ts.Before(t) {
+			continue
+		}
+		for _, ev := range []string{"suspend:", "resume:", "migrate:", "preempt:", "admit:"} {
+			if strings.Contains(line, ev) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noOverlapLost is noOverlap for a job that may have had an allocation on
+// a client killed at lostAt: Nomad never learns when such a task ended, so
+// its span ends at lostAt.
+func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) {
+	t.Helper()
+	allocs, _, err := c.Jobs().Allocations(id, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct {
+		start, end time.Time
+		alloc      string
+	}
+	var spans []span
+	for _, a := range allocs {
+		ts := a.TaskStates["train"]
+		if ts == nil || ts.StartedAt.IsZero() {
+			continue
+		}
+		end := ts.FinishedAt
+		if a.ClientStatus == "lost" || (end.IsZero() && ts.StartedAt.Before(lostAt) && a.ClientStatus != "running") {
+			end = lostAt
+		}
+		if end.IsZero() {
+			end = time.Now()
+		}
+		spans = append(spans, span{ts.StartedAt, end, a.ID})
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start.Before(spans[i-1].end) {
+			t.Errorf("job %s ran twice at once: %s %v-%v and %s %v-%v", id, spans[i-1].alloc, spans[i-1].start, spans[i-1].end,
+				spans[i].alloc, spans[i].start, spans[i].end)
+		}
+	}
+}
