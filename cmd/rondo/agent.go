@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
