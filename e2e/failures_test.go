@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -11,15 +13,48 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
-// failuresConfig: one engine, no cells, so that any GPU can take any job.
+// failuresConfig: one engine, no cells, so that any GPU can take any job;
+// the tasks block gives the jobs their checkpoint directory and the lease
+// API (the job specs set neither).
 const failuresConfig = `round_seconds = 4
+tasks {
+  checkpoint_root = %q
+  lease_address   = %q
+}
 vc "research" {
   policy = "max_min_fairness_perf"
 }
 `
+
+// bareJobHCL is jobHCL without the checkpoint directory, the lease address
+// and the workload identity: Rondo adds them at admission.
+func (s *stack) bareJobHCL(id, model string, steps int) string {
+	spec := s.jobHCL(id, model, steps, 1)
+	var out []string
+	skip := 0
+	for _, line := range strings.Split(spec, "\n") {
+		tl := strings.TrimSpace(line)
+		switch {
+		case skip > 0:
+			if tl == "}" {
+				skip--
+			}
+			continue
+		case strings.HasPrefix(tl, "identity {"):
+			skip = 1
+			continue
+		case strings.HasPrefix(tl, "RONDO_CHECKPOINT_DIR"), strings.HasPrefix(tl, "RONDO_LEASE_ADDR"):
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
 
 // TestFailuresOnNomad covers issue #5's "Nomad server restarts, node loss
 // and GPU unhealthy events trigger a reset and a re-plan" (the unhealthy
@@ -42,7 +77,7 @@ func TestFailuresOnNomad(t *testing.T) {
 		t.Skip("e2e: skipped with -short")
 	}
 	s := startStackOpts(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("v100-b", "v100", 2)},
-		failuresConfig, func(o *cluster.Options) {
+		"", func(o *cluster.Options) {
 			// A lost client is marked down ~5-8 s after its last heartbeat
 			// (defaults: 10 s TTL + 10 s grace). The failover TTL keeps
 			// the clients up across the server restart.
@@ -50,10 +85,17 @@ func TestFailuresOnNomad(t *testing.T) {
   heartbeat_grace = "5s"
   failover_heartbeat_ttl = "60s"`
 		})
+	if err := os.WriteFile(s.cfgPath, []byte(fmt.Sprintf(failuresConfig, s.ckpt, "http://"+s.leaseAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c := s.c.API
 	ids := []string{"f0", "f1", "f2"}
 	for _, id := range ids {
-		s.submit(id, "ResNet-18 (batch size 64)", 1000000000, 1)
+		spec := s.bareJobHCL(id, "ResNet-18 (batch size 64)", 1000000000)
+		if strings.Contains(spec, "RONDO_CHECKPOINT_DIR") || strings.Contains(spec, "RONDO_LEASE_ADDR") || strings.Contains(spec, "identity") {
+			t.Fatalf("bare job spec still sets Rondo's env:\n%s", spec)
+		}
+		s.submitSpec(id, spec)
 	}
 	a := s.startAgent("4s")
 	// Three jobs, four GPUs: every job runs.
@@ -66,6 +108,35 @@ func TestFailuresOnNomad(t *testing.T) {
 		}
 		return true, nil
 	})
+	// Rondo gave the tasks their checkpoint directory, lease address and
+	// identity: the trainers report through the lease API (saved in the
+	// state) and checkpoint under the configured root.
+	store := state.NewStore(c, state.Options{})
+	s.waitFor(30*time.Second, "every job reporting progress through the lease API", func() (bool, error) {
+		st, err := store.Load(context.Background())
+		if err != nil {
+			return false, err
+		}
+		for _, id := range ids {
+			if st.Progress[id] <= 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, id := range ids {
+		job, _, err := c.Jobs().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := job.TaskGroups[0].Tasks[0]
+		if got, want := task.Env[rnomad.CheckpointEnv], filepath.Join(s.ckpt, "${NOMAD_JOB_ID}"); got != want {
+			t.Errorf("job %s: %s = %q, want %q", id, rnomad.CheckpointEnv, got, want)
+		}
+		if got := task.Env[rnomad.LeaseAddrEnv]; got != "http://"+s.leaseAddr {
+			t.Errorf("job %s: %s = %q", id, rnomad.LeaseAddrEnv, got)
+		}
+	}
 	nodeName := map[string]string{}
 	nodes, _, err := c.Nodes().List(nil)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"github.com/rondo-sched/rondo/policies"
 	"math/big"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +27,7 @@ const DefaultRoundSeconds = 360
 // Config is the allocator's configuration, in declaration order.
 type Config struct {
 	Nomad        Nomad
+	Tasks        Tasks
 	RoundSeconds int
 	CellTypes    []CellType
 	Cells        []Cell
@@ -34,6 +37,25 @@ type Config struct {
 // Nomad is how the allocator reaches Nomad.
 type Nomad struct {
 	Address, Token, Namespace, Region string
+}
+
+// Tasks is what Rondo adds, at admission, to each task of an admitted
+// job's GPU group that does not set it itself, so that job specs need not
+// know where the allocator runs:
+//
+//	tasks {
+//	  checkpoint_root = "/mnt/shared/rondo"     # RONDO_CHECKPOINT_DIR = <root>/<job id>
+//	  lease_address   = "http://10.0.0.5:4701"  # RONDO_LEASE_ADDR and identity "rondo"
+//	}
+type Tasks struct {
+	// CheckpointRoot is an absolute path on a file system the clients
+	// share (empty: none is added).
+	CheckpointRoot string
+	// LeaseAddress is the lease API as tasks reach it, http(s)://host:port
+	// (empty: the agent's -lease-addr when it names a host).
+	LeaseAddress string
+	// Range is the block's header (zero when there is no block).
+	Range hcl.Range
 }
 
 // CellType is one level of a cell chain: a leaf (GPUType set, one GPU) or
@@ -163,6 +185,7 @@ var fileSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
+		{Type: "tasks"},
 		{Type: "cell_type", LabelNames: []string{"name"}},
 		{Type: "cell", LabelNames: []string{"type", "name"}},
 		{Type: "vc", LabelNames: []string{"name"}},
@@ -187,6 +210,13 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 		switch b.Type {
 		case "nomad":
 			diags = append(diags, decodeNomad(b, &cfg.Nomad)...)
+		case "tasks":
+			if cfg.Tasks.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate tasks block",
+					fmt.Sprintf("a tasks block is already declared at %s", cfg.Tasks.Range)))
+				continue
+			}
+			diags = append(diags, decodeTasks(b, &cfg.Tasks)...)
 		case "cell_type":
 			ct, d := decodeCellType(b)
 			diags = append(diags, d...)
@@ -218,6 +248,46 @@ func decodeNomad(b *hcl.Block, n *Nomad) hcl.Diagnostics {
 		}
 	}
 	return diags
+}
+
+func decodeTasks(b *hcl.Block, t *Tasks) hcl.Diagnostics {
+	t.Range = b.DefRange
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "checkpoint_root"}, {Name: "lease_address"}}})
+	if a, ok := content.Attributes["checkpoint_root"]; ok {
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (!filepath.IsAbs(v) || filepath.Clean(v) == "/") {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid checkpoint_root",
+				fmt.Sprintf("checkpoint_root = %q must be an absolute directory other than /, on a file system every GPU client mounts", v)))
+		}
+		t.CheckpointRoot = filepath.Clean(v)
+	}
+	if a, ok := content.Attributes["lease_address"]; ok {
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := CheckLeaseAddress(v); err != nil {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid lease_address", err.Error()))
+			}
+		}
+		t.LeaseAddress = v
+	}
+	return diags
+}
+
+// CheckLeaseAddress checks an address tasks use to reach the lease API:
+// http(s)://host:port with a host a client can dial (not 0.0.0.0 or ::).
+func CheckLeaseAddress(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("lease_address = %q must be http://host:port or https://host:port", v)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("lease_address = %q: tasks cannot dial %s; name the agent's reachable address", v, u.Hostname())
+	}
+	return nil
 }
 
 func decodeCellType(b *hcl.Block) (CellType, hcl.Diagnostics) {

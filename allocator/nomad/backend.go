@@ -72,6 +72,10 @@ type Config struct {
 	// size, pinned by GPU id like any other job: the agent sets it when
 	// cells decide (the cell layer does not resize jobs yet).
 	NoElastic bool
+	// CheckpointRoot and LeaseAddr are added to the GPU tasks of every job
+	// Rondo starts, where the task does not set them (AddTaskEnv): the
+	// config's tasks block.
+	CheckpointRoot, LeaseAddr string
 	// Pools are further GPU node pools (cells selected by node_pool): their
 	// nodes' GPUs are observed like Pool's, and a job placed there is
 	// admitted into that pool.
@@ -662,6 +666,14 @@ func (b *Backend) poolOf(servers []string) string {
 		return b.cfg.Pool
 	}
 	return pool
+}
+
+// SetTaskEnv replaces Config.CheckpointRoot and Config.LeaseAddr (start,
+// config reload); they apply to the next starts.
+func (b *Backend) SetTaskEnv(root, leaseAddr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.CheckpointRoot, b.cfg.LeaseAddr = root, leaseAddr
 }
 
 // SetPools replaces Config.Pools (config reload).

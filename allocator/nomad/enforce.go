@@ -324,6 +324,7 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err := Pin(job, st.group, a, b.serverOf); err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
+	AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
 	pool := b.poolOf(a.Servers)
 	job.NodePool = &pool
 	prio := GuaranteedPriority
@@ -479,6 +480,8 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 		event := "grow"
 		if a.Action == engine.Start {
 			event = startEvent(st)
+			// Not running: env and identity may change (AddTaskEnv).
+			AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
 			pool := b.poolOf(a.Servers)
 			job.NodePool = &pool
 			prio := GuaranteedPriority

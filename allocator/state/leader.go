@@ -149,13 +149,18 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 				lastOK = time.Now()
 				continue
 			}
-			// The lease is ours until its TTL runs out since the last
-			// renewal, and nobody can take it while Nomad is unreachable: a
-			// failed renewal that is transient is retried at the next tick
-			// while that tick is still within the TTL (a server restart of
-			// a few seconds does not stop the rounds). A conflict (the
-			// lease expired and another holder may have it) ends it at once.
-			if Transient(err) && time.Since(lastOK)+o.TTL/3 < o.TTL {
+			// Only a conflict (the lease expired; someone else may hold
+			// it) ends the lease for sure. While Nomad is unreachable
+			// (Transient) nobody can take the lock and a server that
+			// restarts restores it with its TTL restarted, so renewing
+			// goes on: giving up would leave our own old lease to expire
+			// (TTL plus Nomad's lock delay, ~35 s measured) before the lock
+			// could be taken again. Any other error (a 403 from a server
+			// still loading its ACLs) is retried while within the TTL.
+			// Safety does not rest on this: a deposed agent's next save is
+			// refused by the state's check-and-set before it enforces
+			// anything.
+			if !errors.Is(err, api.ErrLockConflict) && (Transient(err) || time.Since(lastOK)+o.TTL/3 < o.TTL) {
 				if o.OnRetry != nil {
 					o.OnRetry(err)
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/lease"
+	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
@@ -56,7 +57,7 @@ func newAgentCmd() *agentCmd {
 	c.flags.StringVar(&c.nomadAddr, "nomad-addr", "", "Nomad address, overriding the config and NOMAD_ADDR")
 	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
-	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 30*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
+	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 15*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
 	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level")
 	c.flags.StringVar(&c.leaseAddr, "lease-addr", "", "listen address of the lease/progress API for training tasks (off when empty)")
 	c.flags.BoolVar(&c.durable, "state", true, "keep the allocator state in Nomad Variables and run under the leader lock")
@@ -234,18 +235,33 @@ func (c *agentCmd) Run(args []string) int {
 	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
+	leaseURL := ""
 	if c.leaseAddr != "" {
 		lln, err := net.Listen("tcp", c.leaseAddr)
 		if err != nil {
 			return c.fail(err)
 		}
-		ls := &lease.Server{Verifier: lease.NewJWKSVerifier(nc.Address, "rondo-lease"), Decider: ag, Sink: ag,
+		ls := &lease.Server{Verifier: lease.NewJWKSVerifier(nc.Address, leaseclient.Audience), Decider: ag, Sink: ag,
 			Logf: func(f string, args ...any) { log.Named("lease").Debug(fmt.Sprintf(f, args...)) }}
 		lsrv := &http.Server{Handler: ls.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go lsrv.Serve(lln)
 		defer lsrv.Close()
 		log.Info("lease API", "addr", "http://"+lln.Addr().String())
+		leaseURL = "http://" + lln.Addr().String()
 	}
+	taskEnv := func(s *agentSettings) {
+		addr := s.cfg.Tasks.LeaseAddress
+		if addr == "" && leaseURL != "" {
+			if rhcl.CheckLeaseAddress(leaseURL) == nil {
+				addr = leaseURL
+			} else {
+				log.Warn("tasks are not given RONDO_LEASE_ADDR: the lease API listens on all addresses; "+
+					"set tasks { lease_address = \"http://<reachable host>:<port>\" } in the config", "lease_addr", leaseURL)
+			}
+		}
+		backend.SetTaskEnv(s.cfg.Tasks.CheckpointRoot, addr)
+	}
+	taskEnv(s)
 	mode := "one engine for the cluster"
 	if s.cells {
 		mode = "per-VC engines over cells"
@@ -285,6 +301,7 @@ func (c *agentCmd) Run(args []string) int {
 				backend.SetPools(cellPools(ns))
 			}
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
+			taskEnv(ns)
 			s = ns
 			smu.Unlock()
 			log.Info("config reloaded", "policy", ns.policy, "round", ns.round)

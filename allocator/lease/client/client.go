@@ -33,6 +33,10 @@ import (
 // Nomad exposes it as NOMAD_TOKEN_rondo and secrets/nomad_rondo.jwt.
 const IdentityName = "rondo"
 
+// Audience is the audience that identity carries and the agent's verifier
+// requires.
+const Audience = "rondo-lease"
+
 // Client talks to the allocator's lease API.
 type Client struct {
 	// Addr is the API's base URL, e.g. "http://10.0.0.5:4680".

@@ -1,0 +1,7 @@
+tasks {
+  checkpoint_root = "ckpt"
+}
+
+vc "research" {
+  policy = "max_min_fairness_perf"
+}
