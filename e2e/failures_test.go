@@ -68,10 +68,10 @@ func (s *stack) bareJobHCL(id, model string, steps int) string {
 //     two live allocations; /v1/status counts only the surviving GPUs.
 //   - Server restart: the Nomad server is stopped and started again (same
 //     data directory). The agent's rounds fail while it is down (logged,
-//     not fatal), the agent keeps or re-takes its leader lock, and rounds
-//     carry on numbered from the durable state; jobs that ran through the
-//     restart keep their allocations (no restart), and no received time
-//     goes backwards.
+//     not fatal), the agent keeps or re-takes its leader lock, rounds
+//     carry on numbered from the durable state and the first of them
+//     recomputes the allocation; jobs that ran through the restart keep
+//     their allocations (no restart), and no received time goes backwards.
 func TestFailuresOnNomad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
@@ -251,6 +251,10 @@ func TestFailuresOnNomad(t *testing.T) {
 	logs := a.logs()
 	if !strings.Contains(logs, "round failed") {
 		t.Errorf("no round failed while the server was down (was it down during a round?)")
+	}
+	// Nomad seen again after failed rounds: the allocation is recomputed.
+	if !recomputedAfter(logs, pre.Round) {
+		t.Errorf("no round after the restart (round %d on) recomputed the allocation", pre.Round+1)
 	}
 	// Jobs kept through the restart are the same allocations, unless the
 	// policy moved them after it (then the agent logged it).

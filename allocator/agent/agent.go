@@ -39,6 +39,15 @@ type HistoryKeeper interface {
 	UnmarshalHistory([]byte) error
 }
 
+// Resetter is implemented by deciders that can be told to recompute the
+// allocation at the next round as on a reset event (*engine.Engine, the
+// per-VC engines). The agent does so after rounds lost to Nomad being
+// unreachable: what changed meanwhile (a server restart, nodes or jobs
+// gone) is re-planned from scratch.
+type Resetter interface {
+	RequestReset()
+}
+
 // Store persists the durable state (*state.Store in Nomad Variables).
 type Store interface {
 	Load(ctx context.Context) (*state.State, error)
@@ -192,6 +201,9 @@ type Agent struct {
 	// owners caches allocation → job for the lease API's child callers
 	// (under mu).
 	owners map[string]string
+
+	// blind: the last round could not observe Nomad (under mu).
+	blind bool
 }
 
 // New makes an agent.
@@ -362,12 +374,28 @@ func (a *Agent) StepContext(ctx context.Context) error {
 		log.Error("round failed", "error", err)
 		a.mu.Lock()
 		a.status.LastError = err.Error()
+		// Nomad was unreachable (or the round was cut short by losing the
+		// lock to it): the next round that sees Nomad re-plans from scratch.
+		if state.Transient(err) || errors.Is(err, context.Canceled) {
+			a.blind = true
+		}
 		a.mu.Unlock()
 		return err
 	}
 	s, err := b.Observe()
 	if err != nil {
+		a.mu.Lock()
+		a.blind = true
+		a.mu.Unlock()
 		return fail(err)
+	}
+	a.mu.Lock()
+	blind := a.blind
+	a.blind = false
+	a.mu.Unlock()
+	if r, ok := e.(Resetter); ok && blind {
+		log.Info("Nomad observed again after failed rounds: the allocation is recomputed")
+		r.RequestReset()
 	}
 	var marks map[string]state.Credit
 	if c, ok := b.(Creditor); ok {

@@ -210,6 +210,12 @@ func (e *Engine) noteEvents(s *Snapshot) {
 	}
 }
 
+// RequestReset makes the next round recompute the allocation (subject to
+// the recompute throttle), as a job arrival or a GPU failure would: the
+// agent calls it when it sees Nomad again after rounds it could not
+// observe.
+func (e *Engine) RequestReset() { e.needUpdate = true }
+
 // Allocate brings the allocation up to date with the snapshot: on a reset
 // event (subject to the recompute throttle) it resets received time and
 // solves the policy. It reports whether it recomputed.

@@ -291,6 +291,17 @@ func mergeAllocations(plans []*engine.Plan) *policies.Allocation {
 	return out
 }
 
+// RequestReset makes every VC engine and the opportunistic one recompute
+// at the next round (agent.Resetter).
+func (d *Decider) RequestReset() {
+	for _, vc := range d.engines {
+		vc.Engine.RequestReset()
+	}
+	if d.opp != nil {
+		d.opp.RequestReset()
+	}
+}
+
 // history is the per-VC engines' history as an agent saves it.
 type history struct {
 	Kind          string                     `json:"kind"`
