@@ -327,9 +327,9 @@ func eventAfter(logs, job string, t time.Time) bool {
 }
 
 // noOverlapLost is noOverlap for a job that may have had an allocation on
-// a client killed at lostAt: Nomad never learns when such a task ended, so
-// its span ends at lostAt.
-func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) {
+// a client killed at lostAt (zero: none was): Nomad never learns when such
+// a task ended, so its span ends at lostAt. It returns how many ran.
+func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) int {
 	t.Helper()
 	allocs, _, err := c.Jobs().Allocations(id, true, nil)
 	if err != nil {
@@ -346,7 +346,7 @@ func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) {
 			continue
 		}
 		end := ts.FinishedAt
-		if a.ClientStatus == "lost" || (end.IsZero() && ts.StartedAt.Before(lostAt) && a.ClientStatus != "running") {
+		if !lostAt.IsZero() && (a.ClientStatus == "lost" || (end.IsZero() && ts.StartedAt.Before(lostAt) && a.ClientStatus != "running")) {
 			end = lostAt
 		}
 		if end.IsZero() {
@@ -361,4 +361,5 @@ func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) {
 				spans[i].alloc, spans[i].start, spans[i].end)
 		}
 	}
+	return len(spans)
 }

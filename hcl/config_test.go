@@ -79,6 +79,10 @@ func TestMalformed(t *testing.T) {
 		{"top_below_node.hcl", "13:1", "Top cell below node level", `type "pair"`},
 		{"bad_policy.hcl", "10:12", "Unknown VC policy", `"max_min_fairnes"`},
 		{"wrong_type.hcl", "6:11", "Invalid value for count", "count must be a number"},
+		{"tasks_bad_root.hcl", "2:21", "Invalid checkpoint_root", `"ckpt" must be an absolute directory`},
+		{"tasks_bad_lease.hcl", "3:21", "Invalid lease_address", "tasks cannot dial 0.0.0.0"},
+		{"tasks_no_port.hcl", "2:19", "Invalid lease_address", "must be http://host:port"},
+		{"tasks_duplicate.hcl", "5:1", "Duplicate tasks block", "already declared at testdata/tasks_duplicate.hcl:1"},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {
