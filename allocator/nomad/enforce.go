@@ -87,25 +87,18 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 	}
-	if err := b.waitUntil("suspended jobs to stop", func() (bool, error) {
-		if len(stopping) == 0 && len(shrinking) == 0 {
-			return true, nil
-		}
-		by, err := allAllocs(b.cfg.Client)
-		if err != nil {
-			return false, err
-		}
+	if err := b.waitAllocs("suspended jobs to stop", len(stopping)+len(shrinking), func(by allocsByJob) bool {
 		for _, id := range stopping {
 			if n, _, _ := liveGPUs(by[id]); n > 0 {
-				return false, nil
+				return false
 			}
 		}
 		for id, w := range shrinking {
 			if n, _, _ := liveGPUs(by[id]); n > w {
-				return false, nil
+				return false
 			}
 		}
-		return true, nil
+		return true
 	}); err != nil {
 		errs = append(errs, err)
 	}
@@ -168,29 +161,40 @@ func (b *Backend) startPinned(starts []engine.Assignment) []error {
 			started = append(started, a)
 		}
 	}
-	if err := b.waitUntil("started jobs to run on their GPUs", func() (bool, error) {
-		if len(started) == 0 {
-			return true, nil
-		}
-		by, err := allAllocs(b.cfg.Client)
-		if err != nil {
-			return false, err
-		}
+	if err := b.waitAllocs("started jobs to run on their GPUs", len(started), func(by allocsByJob) bool {
 		for _, a := range started {
 			want := append([]string(nil), a.GPUs...)
 			sort.Strings(want)
 			for _, id := range a.Jobs {
 				n, running, got := liveGPUs(by[id])
 				if n == 0 || running < n || strings.Join(got, ",") != strings.Join(want, ",") {
-					return false, nil
+					return false
 				}
 			}
 		}
-		return true, nil
+		return true
 	}); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// allocsByJob is allAllocs's answer: every allocation, by job id.
+type allocsByJob = map[string][]*api.AllocationListStub
+
+// waitAllocs waits (waitUntil) until done holds for a fresh listing of
+// every allocation; with nothing to wait for (pending 0) it returns at once.
+func (b *Backend) waitAllocs(what string, pending int, done func(allocsByJob) bool) error {
+	return b.waitUntil(what, func() (bool, error) {
+		if pending == 0 {
+			return true, nil
+		}
+		by, err := allAllocs(b.cfg.Client)
+		if err != nil {
+			return false, err
+		}
+		return done(by), nil
+	})
 }
 
 func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
@@ -500,21 +504,14 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 		b.event(id, event)
 		done = append(done, a)
 	}
-	if err := b.waitUntil("elastic jobs to run their workers", func() (bool, error) {
-		if len(done) == 0 {
-			return true, nil
-		}
-		by, err := allAllocs(b.cfg.Client)
-		if err != nil {
-			return false, err
-		}
+	if err := b.waitAllocs("elastic jobs to run their workers", len(done), func(by allocsByJob) bool {
 		for _, a := range done {
 			n, running, got := liveGPUs(by[a.Jobs[0]])
 			if n != b.workers(a.Jobs[0], len(a.GPUs)) || running < n || len(got) != len(a.GPUs) {
-				return false, nil
+				return false
 			}
 		}
-		return true, nil
+		return true
 	}); err != nil {
 		errs = append(errs, err)
 	}
