@@ -90,3 +90,41 @@ func restoreLive(t *testing.T, policy string, cut int, aborted bool) {
 		}
 	}
 }
+
+// TestBadHistoryLeavesEngine: a history that fails to load (a unit of three
+// jobs, a shuffler state of the wrong size) leaves the engine as it was: it
+// keeps deciding as an engine that was never handed it.
+func TestBadHistoryLeavesEngine(t *testing.T) {
+	for _, policy := range []string{"max_min_fairness_perf", "max_min_fairness"} {
+		c := newToyCluster()
+		ref, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
+		live, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
+		for r := 0; r < 12 && (r == 0 || len(c.jobs) > 0); r++ {
+			if r == 5 {
+				h := live.History()
+				h.Units = append(h.Units, HistoryUnit{Jobs: []string{"j0", "j1", "j2"}})
+				if err := live.SetHistory(h); err == nil {
+					t.Fatalf("%s: a unit of three jobs was accepted", policy)
+				}
+				h = live.History()
+				h.Shuffler = []uint32{1, 2, 3}
+				if err := live.SetHistory(h); err == nil && policy == "max_min_fairness" {
+					t.Fatalf("%s: a bad shuffler state was accepted", policy)
+				}
+			}
+			s := c.snapshot()
+			pa, err := ref.Round(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pb, err := live.Round(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(pa.Assignments, pb.Assignments) || pa.Recomputed != pb.Recomputed {
+				t.Fatalf("%s: round %d differs after a refused history:\nreference %+v\nlive      %+v", policy, r, pa.Assignments, pb.Assignments)
+			}
+			c.enforce(pa)
+		}
+	}
+}
