@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -47,47 +48,59 @@ func TestHistoryRestoreIntoLiveEngine(t *testing.T) {
 
 func restoreLive(t *testing.T, policy string, cut int, aborted bool) {
 	t.Helper()
-	{
-		{
-			c := newToyCluster()
-			ref, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
-			live, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
-			for r := 0; r < 24 && (r == 0 || len(c.jobs) > 0); r++ {
-				if r == cut {
-					js, err := live.MarshalHistory()
-					if err != nil {
-						t.Fatal(err)
-					}
-					if aborted {
-						// The round decided on a snapshot taken a little
-						// earlier (received times not yet credited).
-						s := c.snapshot()
-						s.TimeS -= c.roundS / 2
-						if _, err := live.Round(s); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if err := live.UnmarshalHistory(js); err != nil {
-						t.Fatal(err)
-					}
-				}
-				s := c.snapshot()
-				pa, err := ref.Round(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pb, err := live.Round(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !samePlacement(pa.Assignments, pb.Assignments) || !reflect.DeepEqual(pa.Suspend, pb.Suspend) ||
-					pa.Recomputed != pb.Recomputed {
-					t.Fatalf("%s, restored in place at round %d (aborted round %v): round %d differs:\nreference %+v (recomputed %v)\nrestored  %+v (recomputed %v)",
-						policy, cut, aborted, r, pa.Assignments, pa.Recomputed, pb.Assignments, pb.Recomputed)
-				}
-				c.enforce(pa)
+	what := fmt.Sprintf("%s, restored in place at round %d (aborted round %v)", policy, cut, aborted)
+	lockstep(t, policy, 24, false, what, func(r int, c *toyCluster, live *Engine) {
+		if r != cut {
+			return
+		}
+		js, err := live.MarshalHistory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aborted {
+			// The round decided on a snapshot taken a little earlier
+			// (received times not yet credited).
+			s := c.snapshot()
+			s.TimeS -= c.roundS / 2
+			if _, err := live.Round(s); err != nil {
+				t.Fatal(err)
 			}
 		}
+		if err := live.UnmarshalHistory(js); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// lockstep runs a reference engine and a live one on the toy cluster for
+// up to rounds rounds (the reference's plans are enforced), calling before
+// each round, and fails at the first round whose plans differ: exactly, or
+// with priorities to 1e-9 (samePlacement) unless exact.
+func lockstep(t *testing.T, policy string, rounds int, exact bool, what string, before func(r int, c *toyCluster, live *Engine)) {
+	t.Helper()
+	c := newToyCluster()
+	ref, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
+	live, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
+	for r := 0; r < rounds && (r == 0 || len(c.jobs) > 0); r++ {
+		before(r, c, live)
+		s := c.snapshot()
+		pa, err := ref.Round(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pb, err := live.Round(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := samePlacement(pa.Assignments, pb.Assignments)
+		if exact {
+			same = reflect.DeepEqual(pa.Assignments, pb.Assignments)
+		}
+		if !same || !reflect.DeepEqual(pa.Suspend, pb.Suspend) || pa.Recomputed != pb.Recomputed {
+			t.Fatalf("%s: round %d differs:\nreference %+v (recomputed %v)\nlive      %+v (recomputed %v)",
+				what, r, pa.Assignments, pa.Recomputed, pb.Assignments, pb.Recomputed)
+		}
+		c.enforce(pa)
 	}
 }
 
@@ -96,35 +109,20 @@ func restoreLive(t *testing.T, policy string, cut int, aborted bool) {
 // keeps deciding as an engine that was never handed it.
 func TestBadHistoryLeavesEngine(t *testing.T) {
 	for _, policy := range []string{"max_min_fairness_perf", "max_min_fairness"} {
-		c := newToyCluster()
-		ref, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
-		live, _ := New(Config{Policy: policy, RoundS: c.roundS, Seed: 3})
-		for r := 0; r < 12 && (r == 0 || len(c.jobs) > 0); r++ {
-			if r == 5 {
-				h := live.History()
-				h.Units = append(h.Units, HistoryUnit{Jobs: []string{"j0", "j1", "j2"}})
-				if err := live.SetHistory(h); err == nil {
-					t.Fatalf("%s: a unit of three jobs was accepted", policy)
-				}
-				h = live.History()
-				h.Shuffler = []uint32{1, 2, 3}
-				if err := live.SetHistory(h); err == nil && policy == "max_min_fairness" {
-					t.Fatalf("%s: a bad shuffler state was accepted", policy)
-				}
+		lockstep(t, policy, 12, true, policy+" after a refused history", func(r int, _ *toyCluster, live *Engine) {
+			if r != 5 {
+				return
 			}
-			s := c.snapshot()
-			pa, err := ref.Round(s)
-			if err != nil {
-				t.Fatal(err)
+			h := live.History()
+			h.Units = append(h.Units, HistoryUnit{Jobs: []string{"j0", "j1", "j2"}})
+			if err := live.SetHistory(h); err == nil {
+				t.Fatalf("%s: a unit of three jobs was accepted", policy)
 			}
-			pb, err := live.Round(s)
-			if err != nil {
-				t.Fatal(err)
+			h = live.History()
+			h.Shuffler = []uint32{1, 2, 3}
+			if err := live.SetHistory(h); err == nil && policy == "max_min_fairness" {
+				t.Fatalf("%s: a bad shuffler state was accepted", policy)
 			}
-			if !reflect.DeepEqual(pa.Assignments, pb.Assignments) || pa.Recomputed != pb.Recomputed {
-				t.Fatalf("%s: round %d differs after a refused history:\nreference %+v\nlive      %+v", policy, r, pa.Assignments, pb.Assignments)
-			}
-			c.enforce(pa)
-		}
+		})
 	}
 }
