@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -50,10 +48,10 @@ func Transient(err error) bool {
 		code := ue.StatusCode()
 		return code >= 500 || code == 429
 	}
+	// Transport failures: *url.Error, *net.OpError and syscall.Errno
+	// (connection refused or reset) are all net.Errors.
 	var ne net.Error
-	var ue2 *url.Error
-	if errors.As(err, &ne) || errors.As(err, &ue2) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
 	// Some paths of the API client flatten the transport error to text.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -63,5 +64,12 @@ func TestTransient(t *testing.T) {
 		if got := Transient(c.err); got != c.want {
 			t.Errorf("%s (%v): Transient = %v, want %v", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+// TestTransientBareErrno: a bare errno from the transport is a net.Error.
+func TestTransientBareErrno(t *testing.T) {
+	if !Transient(fmt.Errorf("dial: %w", syscall.ECONNREFUSED)) || !Transient(fmt.Errorf("read: %w", syscall.ECONNRESET)) {
+		t.Error("connection refused/reset not transient")
 	}
 }
