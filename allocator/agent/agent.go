@@ -147,11 +147,6 @@ type JobStatus struct {
 	MaxWorkers int `json:"max_workers,omitempty"`
 }
 
-// jobClasser is implemented by backends that know each job's VC.
-type jobClasser interface {
-	JobClass(id string) (vc string, opportunistic, ok bool)
-}
-
 // Status is what GET /v1/status returns.
 type Status struct {
 	Cluster      string               `json:"cluster"`
@@ -548,7 +543,6 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			on[j] = as
 		}
 	}
-	classer, _ := a.cfg.Backend.(jobClasser)
 	xs := map[string]map[string]float64{}
 	if al := p.Allocation; al != nil {
 		for m, id := range al.JobIDs {
@@ -569,10 +563,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, j := range s.Jobs {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
-			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID]}
-		if classer != nil {
-			js.VC, _, _ = classer.JobClass(j.ID)
-		}
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC}
 		for _, v := range j.ReceivedS {
 			if v > 0 {
 				js.State = "suspended"

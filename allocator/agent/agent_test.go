@@ -31,7 +31,7 @@ func (f *fakeBackend) Observe() (*engine.Snapshot, error) {
 		Running: f.running}
 	for _, id := range []string{"a", "b", "c"} {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
-			TotalSteps: 100, RemainingSteps: 100, ReceivedS: map[string]float64{}})
+			TotalSteps: 100, RemainingSteps: 100, ReceivedS: map[string]float64{}, VC: "research"})
 	}
 	return s, nil
 }
@@ -204,8 +204,7 @@ func TestStatusXUnderVCEngines(t *testing.T) {
 		VCs:   []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "v100-node", Count: 1}}}},
 	}
 	d, err := vcnomad.New(vcnomad.Config{Spec: sp, NodeOfCell: map[string]string{"top": "n"},
-		Policies: []string{"max_min_fairness_perf"}, RoundS: 1,
-		ClassOf: func(string) (vcnomad.Class, bool) { return vcnomad.Class{VC: "research"}, true }})
+		Policies: []string{"max_min_fairness_perf"}, RoundS: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,6 +177,7 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 			}
 		}
 	}
+	Annotate(s, plan, nil)
 	return plan, nil
 }
 

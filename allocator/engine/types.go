@@ -42,6 +42,44 @@ type Job struct {
 	// Elastic, when set, lets the job grow past ScaleFactor (its minimum
 	// size, what the policy allocates) into GPUs left free (elastic.go).
 	Elastic *Elastic `json:"elastic,omitempty"`
+
+	// What the round needs beyond the mechanism, carried by the snapshot so
+	// that no decider calls back into a backend.
+
+	// VC is the job's virtual cluster ("" : the only one).
+	VC string `json:"vc,omitempty"`
+	// User is who submitted it (Gandiva-fair's fair-share unit, reports).
+	User string `json:"user,omitempty"`
+	// Entity is the hierarchical policies' group inside the VC.
+	Entity string `json:"entity,omitempty"`
+	// Class says whether the job runs in its VC's quota (guaranteed, the
+	// default) or opportunistically on what the VCs leave.
+	Class Class `json:"class,omitempty"`
+	// Started is true once the job has been started (admitted) before: a
+	// start is then a resume or a migration, not an admission.
+	Started bool `json:"started,omitempty"`
+}
+
+// Class is a job's standing towards the quotas (HiveD): guaranteed work
+// runs in its VC's share; opportunistic work uses what the VCs leave and
+// is preempted first. It is not Gavel's priority (the mechanism's X over
+// received time) nor Nomad's job priority.
+type Class string
+
+const (
+	Guaranteed    Class = ""
+	Opportunistic Class = "opportunistic"
+)
+
+// Node is one machine as the backend sees it: the cell layer maps cells to
+// nodes by name, pool or class.
+type Node struct {
+	// ID is what GPU.Server holds.
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Pool  string `json:"pool,omitempty"`
+	Class string `json:"class,omitempty"`
+	Ready bool   `json:"ready"`
 }
 
 // Elastic is a job's elastic range: it runs with ScaleFactor + k·StepGPUs
@@ -96,6 +134,9 @@ type Snapshot struct {
 	Pairs []Pair `json:"pairs,omitempty"`
 	// Running is the placement in force (last round's assignments).
 	Running []Assignment `json:"running,omitempty"`
+	// Nodes are the machines the GPUs' servers name, when the backend has
+	// nodes (the simulator's servers need none).
+	Nodes []Node `json:"nodes,omitempty"`
 }
 
 // Plan is the engine's decision for one round.
@@ -104,6 +145,9 @@ type Plan struct {
 	Assignments []Assignment `json:"assignments"`
 	// Suspend lists active jobs that were running and are not in this round.
 	Suspend []string `json:"suspend,omitempty"`
+	// Intents say, per job the plan touches or keeps, what happens to it
+	// and why (intents.go): backends carry them out, never guess them.
+	Intents []JobIntent `json:"intents,omitempty"`
 	// Recomputed is true when the allocation was recomputed this round.
 	Recomputed bool                 `json:"recomputed"`
 	SolveMS    float64              `json:"solve_ms,omitempty"`

@@ -134,6 +134,8 @@ type Backend struct {
 	// finished: jobs whose "finished" line was logged, while Nomad lists them
 	// (their state is dropped, so without it the line repeats every round).
 	finished map[string]bool
+	// intents of the plan being enforced, by job (the round's, enforce.go)
+	intents map[string]engine.Intent
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -355,6 +357,9 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	}
 	specs := b.readJobs(ids)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus}
+	for _, n := range b.listed {
+		snap.Nodes = append(snap.Nodes, engine.Node{ID: n.ID, Name: n.Name, Pool: n.Pool, Class: n.Class, Ready: n.Ready})
+	}
 	seen := map[string]bool{}
 	for _, s := range stubs {
 		if !schedulable(s) {
@@ -596,7 +601,10 @@ func (b *Backend) throughput(model string, sf int, typ string) float64 {
 func (st *jobState) engineJob(id string) engine.Job {
 	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
-		ReceivedS: map[string]float64{}}
+		ReceivedS: map[string]float64{}, VC: st.policy.VC, User: st.policy.User, Started: st.admitted}
+	if st.policy.Priority == hcl.Opportunistic {
+		j.Class = engine.Opportunistic
+	}
 	for t, v := range st.received {
 		j.ReceivedS[t] = v
 	}

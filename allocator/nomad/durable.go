@@ -131,6 +131,7 @@ func (b *Backend) Epoch() time.Time {
 func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	intents := intentsOf(p)
 	var out []state.Intent
 	for _, a := range p.Assignments {
 		if a.Action != engine.Start {
@@ -141,7 +142,7 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 			if st == nil {
 				continue
 			}
-			in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: startEvent(st), GPUType: a.Type,
+			in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: intentOr(intents, id, engine.IntentAdmit), GPUType: a.Type,
 				GPUs: a.GPUs, Node: b.nodeNames(a.Servers), Priority: GuaranteedPriority,
 				JobModifyIndex: deref(st.job.JobModifyIndex)}
 			if st.policy.Priority == hcl.Opportunistic {
@@ -155,11 +156,7 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 		if st == nil {
 			continue
 		}
-		act := "suspend"
-		if st.policy.Priority == hcl.Opportunistic {
-			act = "preempt"
-		}
-		out = append(out, state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: act,
+		out = append(out, state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: intentOr(intents, id, engine.IntentSuspend),
 			GPUs: st.gpus, JobModifyIndex: deref(st.job.JobModifyIndex)})
 	}
 	return out
@@ -251,18 +248,6 @@ func (b *Backend) CheckpointDirOf(id string) string {
 	return ""
 }
 
-// JobClass reports an observed job's VC (meta rondo.vc) and whether it is
-// opportunistic; ok is false for a job the backend does not schedule.
-func (b *Backend) JobClass(id string) (vc string, opportunistic, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st := b.jobs[id]
-	if st == nil || st.job == nil {
-		return "", false, false
-	}
-	return st.policy.VC, st.policy.Priority == hcl.Opportunistic, true
-}
-
 // AllocJob returns the job an allocation belongs to (the lease API's check
 // that a dispatched or periodic child, whose identity names its parent,
 // acts for itself): "" when Nomad has no such allocation in namespace.
@@ -280,14 +265,4 @@ func (b *Backend) AllocJob(ctx context.Context, namespace, alloc string) (string
 		return "", nil
 	}
 	return a.JobID, nil
-}
-
-// NodeName maps a node id seen by the last Observe to its name.
-func (b *Backend) NodeName(id string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n, ok := b.nodes[id]; ok {
-		return n
-	}
-	return id
 }

@@ -25,6 +25,7 @@ const (
 func (b *Backend) Enforce(p *engine.Plan) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.intents = intentsOf(p)
 	var errs []error
 	starting := map[string]bool{}
 	for _, a := range p.Assignments {
@@ -36,7 +37,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	}
 	var stopping []string
 	for _, id := range p.Suspend {
-		if err := b.suspend(id, "suspend"); err != nil {
+		if err := b.suspend(id, b.eventOf(id, engine.IntentSuspend)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -265,9 +266,6 @@ func (b *Backend) suspend(id, event string) error {
 	if st == nil {
 		return fmt.Errorf("nomad: suspend %s: unknown job", id)
 	}
-	if event == "suspend" && st.policy.Priority == hcl.Opportunistic {
-		event = "preempt"
-	}
 	if err := b.scaleZero(id, "rondo: "+event); err != nil {
 		return err
 	}
@@ -282,16 +280,25 @@ func (b *Backend) event(id, event string) {
 	}
 }
 
-// startEvent names what starting a job means: admit (first time), migrate
-// (it runs elsewhere now) or resume.
-func startEvent(st *jobState) string {
-	switch {
-	case !st.admitted:
-		return "admit"
-	case len(st.gpus) > 0:
-		return "migrate"
+// intentsOf indexes a plan's intents by job.
+func intentsOf(p *engine.Plan) map[string]engine.Intent {
+	m := make(map[string]engine.Intent, len(p.Intents))
+	for _, in := range p.Intents {
+		m[in.Job] = in.Intent
 	}
-	return "resume"
+	return m
+}
+
+// eventOf names what the plan does to a job (admit, resume, migrate,
+// suspend, preempt): the round's intent. A plan built without intents
+// (by hand, in tests) gets def.
+func (b *Backend) eventOf(id string, def engine.Intent) string { return intentOr(b.intents, id, def) }
+
+func intentOr(m map[string]engine.Intent, id string, def engine.Intent) string {
+	if in, ok := m[id]; ok {
+		return string(in)
+	}
+	return string(def)
 }
 
 func (b *Backend) scaleZero(id, why string) error {
@@ -347,7 +354,7 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	event := startEvent(st)
+	event := b.eventOf(id, engine.IntentAdmit)
 	b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
 	b.event(id, event)
 	return nil
@@ -483,7 +490,7 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 		}
 		event := "grow"
 		if a.Action == engine.Start {
-			event = startEvent(st)
+			event = b.eventOf(id, engine.IntentAdmit)
 			// Not running: env and identity may change (AddTaskEnv).
 			AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
 			pool := b.poolOf(a.Servers)

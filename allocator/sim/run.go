@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -46,7 +45,6 @@ type simulator struct {
 	hasRoundEnd               bool
 	running                   []micro
 	prev                      []engine.Assignment
-	prevRunning               map[string]string // job -> GPU set last round
 
 	busyGPUS    float64
 	rounds      int
@@ -62,7 +60,7 @@ type simulator struct {
 func Run(src Source, o Options) (*Result, error) {
 	wall := time.Now()
 	s := &simulator{o: o, src: src, tb: o.Throughputs, pairs: map[string]*pairState{}, byIDs: map[string]*jobState{},
-		pairTput: map[[2]throughputs.Key]map[string][2]float64{}, prevRunning: map[string]string{}}
+		pairTput: map[[2]throughputs.Key]map[string][2]float64{}}
 	if s.tb == nil {
 		s.tb = throughputs.Default()
 	}
@@ -337,7 +335,8 @@ func (s *simulator) snapshot() *engine.Snapshot {
 	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev}
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
-			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received}
+			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
+			Started: js.ran}
 		if js.tj.SLOFactor > 0 {
 			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
 		}
@@ -398,7 +397,9 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 	if round == 0 {
 		round = 360
 	}
-	now := map[string]string{}
+	// The plan's intents follow its assignments job by job: whether a job
+	// keeps its GPUs is the round's decision, not re-derived here.
+	intents := plan.Intents
 	for _, a := range plan.Assignments {
 		jobs := s.byID(a.Jobs)
 		m := micro{jobs: jobs, typ: a.Type, gpus: a.GPUs, begin: s.now}
@@ -410,19 +411,20 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 			tput[0] = s.resizedTput(jobs[0], a)
 		}
 		cost := 0.0
-		gpuKey := a.Type + "[" + strings.Join(baseGPUs(jobs, a), " ") + "]"
-		for _, js := range jobs {
-			if s.o.PreemptionCostS > 0 && js.ran && s.prevRunning[js.id] != gpuKey {
+		for k, js := range jobs {
+			in := intents[k].Intent
+			moved := in != engine.IntentKeep && in != engine.IntentResize
+			if s.o.PreemptionCostS > 0 && js.ran && moved {
 				cost = math.Max(cost, s.o.PreemptionCostS)
 			}
-			if s.o.StartCostS > 0 && s.prevRunning[js.id] != gpuKey {
+			if s.o.StartCostS > 0 && moved {
 				cost = math.Max(cost, s.o.StartCostS)
 			}
-			if old, ok := s.prevRunning[js.id]; ok && old != gpuKey {
+			if in == engine.IntentMigrate {
 				s.preemptions++
 			}
-			now[js.id] = gpuKey
 		}
+		intents = intents[len(a.Jobs):]
 		m.finish = s.now
 		for i, js := range jobs {
 			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
@@ -439,7 +441,6 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 		s.running = append(s.running, m)
 	}
 	s.preemptions += len(plan.Suspend)
-	s.prevRunning = now
 	s.prev = plan.Assignments
 	return nil
 }
@@ -623,16 +624,4 @@ func (s *simulator) resizedTput(js *jobState, a engine.Assignment) float64 {
 		return v
 	}
 	return js.tput[a.Type] * float64(n) / float64(sf)
-}
-
-// baseGPUs is what identifies a placement for preemption counting: an
-// elastic job that only grew or shrank (its first ScaleFactor GPUs kept)
-// was not preempted.
-func baseGPUs(jobs []*jobState, a engine.Assignment) []string {
-	if len(jobs) == 1 && jobs[0].tj.ElasticMaxGPUs > 0 {
-		if sf := max(jobs[0].tj.ScaleFactor, 1); len(a.GPUs) > sf {
-			return a.GPUs[:sf]
-		}
-	}
-	return a.GPUs
 }

@@ -186,7 +186,7 @@ func TestPairListMatchesRebuild(t *testing.T) {
 	o := Options{Cluster: Cluster{Types: map[string]int{"v100": 4, "p100": 4, "k80": 4}, GPUsPerServer: 1, PricePerHourUS: DefaultPrices},
 		Engine: engine.Config{Policy: "gandiva", GavelCompat: true, RoundS: 360}}
 	s := &simulator{o: o, src: &GeneratorSource{G: g, Limit: 60}, tb: throughputs.Default(), pairs: map[string]*pairState{},
-		byIDs: map[string]*jobState{}, pairTput: map[[2]throughputs.Key]map[string][2]float64{}, prevRunning: map[string]string{}}
+		byIDs: map[string]*jobState{}, pairTput: map[[2]throughputs.Key]map[string][2]float64{}}
 	if err := s.buildCluster(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,10 @@ package vcnomad
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
 )
 
 // Selector maps one top cell to Nomad nodes: by name (Nodes: the node of a
@@ -14,30 +17,20 @@ type Selector struct {
 	Pool, Class string
 }
 
-// NodeInfo is a Nomad node as the backend listed it.
-type NodeInfo struct {
-	Name, Pool, Class string
-	// Ready nodes may be bound to cells; a bound node stays bound while it
-	// is listed with the selector's pool and class, ready or not (its GPUs
-	// are then missing: bad leaves), so a node going down never shifts the
-	// other nodes to other cells.
-	Ready bool
-}
-
 // resolve maps node-cell addresses to node names. Cells named by node
 // come first (their nodes are taken); then, in declaration order, each
 // selector cell keeps the nodes already bound to its node cells and binds
 // its unbound node cells to the matching ready nodes, sorted by name, that
 // no cell holds. A selector that finds too few nodes is warned about (its
-// remaining GPUs are bad leaves), not an error.
-func (d *Decider) resolve() map[string]string {
+// remaining GPUs are bad leaves), not an error. A node bound to a cell
+// stays bound while it is listed with the selector's pool and class, ready
+// or not (its GPUs are then missing: bad leaves), so a node going down
+// never shifts the other nodes to other cells.
+func (d *Decider) resolve(listed []engine.Node) map[string]string {
 	out := map[string]string{}
-	var nodes []NodeInfo
-	if d.cfg.Nodes != nil {
-		nodes = d.cfg.Nodes()
-	}
+	nodes := slices.Clone(listed)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	byName := map[string]NodeInfo{}
+	byName := map[string]engine.Node{}
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
@@ -53,7 +46,7 @@ func (d *Decider) resolve() map[string]string {
 			}
 		}
 	}
-	matches := func(sel Selector, n NodeInfo) bool {
+	matches := func(sel Selector, n engine.Node) bool {
 		return (sel.Pool == "" || n.Pool == sel.Pool) && (sel.Class == "" || n.Class == sel.Class)
 	}
 	// Keep existing bindings first, for every selector cell, so that an

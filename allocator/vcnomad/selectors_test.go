@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/cells"
+	"github.com/rondo-sched/rondo/allocator/engine"
 )
 
 func selectorSpec() cells.Spec {
@@ -22,21 +23,19 @@ func selectorSpec() cells.Spec {
 // new node joining; a selector without nodes is warned about once.
 func TestSelectors(t *testing.T) {
 	var warnings []string
-	nodes := []NodeInfo{
+	nodes := []engine.Node{
 		{Name: "e3", Pool: "east", Ready: true}, {Name: "e1", Pool: "east", Ready: true},
 		{Name: "e2", Pool: "east", Ready: true}, {Name: "w1", Pool: "rondo", Class: "dgx", Ready: true},
 		{Name: "w0", Pool: "rondo", Class: "dgx", Ready: true},
 	}
 	d, err := New(Config{Spec: selectorSpec(), Policies: []string{"max_min_fairness_perf"}, RoundS: 10,
-		ClassOf: func(string) (Class, bool) { return Class{VC: "research"}, true },
 		Selectors: []Selector{{Cell: "east", Pool: "east"}, {Cell: "named", Nodes: []string{"w0"}},
 			{Cell: "dgx", Class: "dgx"}, {Cell: "ghost", Pool: "east", Class: "dgx"}},
-		Nodes: func() []NodeInfo { return nodes },
-		Warn:  func(msg string, args ...any) { warnings = append(warnings, msg) }})
+		Warn: func(msg string, args ...any) { warnings = append(warnings, msg) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := d.resolve()
+	got := d.resolve(nodes)
 	want := map[string]string{"east/0": "e1", "east/1": "e2", "named": "w0", "dgx": "w1"}
 	for k, v := range want {
 		if got[k] != v {
@@ -49,15 +48,15 @@ func TestSelectors(t *testing.T) {
 	// e1 goes down and e0 joins: east keeps e1 (its GPU is then missing,
 	// a bad leaf) and e2, nothing shifts; no new warning.
 	nodes[1].Ready = false
-	nodes = append(nodes, NodeInfo{Name: "e0", Pool: "east", Ready: true})
-	got = d.resolve()
+	nodes = append(nodes, engine.Node{Name: "e0", Pool: "east", Ready: true})
+	got = d.resolve(nodes)
 	if got["east/0"] != "e1" || got["east/1"] != "e2" || len(warnings) != 1 {
 		t.Fatalf("after e1 down, e0 up: %v, warnings %v", got, warnings)
 	}
 	// e1 leaves the pool for good: its node cell takes the first free
 	// match by name (e0).
 	nodes[1].Pool = "elsewhere"
-	got = d.resolve()
+	got = d.resolve(nodes)
 	if got["east/0"] != "e0" || got["east/1"] != "e2" {
 		t.Fatalf("after e1 left the pool: %v", got)
 	}

@@ -24,13 +24,6 @@ import (
 	"github.com/rondo-sched/rondo/policies"
 )
 
-// Class is what the decider needs to know about a job beyond the engine's
-// view.
-type Class struct {
-	VC            string
-	Opportunistic bool
-}
-
 // Config configures a Decider.
 type Config struct {
 	Spec cells.Spec
@@ -42,16 +35,11 @@ type Config struct {
 	Policies  []string
 	OppPolicy string
 	RoundS    float64
-	// ClassOf reports a job's VC and class; ok false skips the job.
-	ClassOf func(job string) (Class, bool)
-	// NodeName maps a snapshot's server (a Nomad node id) to its name.
-	NodeName func(id string) string
 	// Warn, if set, is told about jobs skipped and cells without GPUs.
 	Warn func(msg string, args ...any)
 	// Selectors, when set, replace NodeOfCell: each top cell's node cells
-	// are resolved every round against Nodes (selectors.go).
+	// are resolved every round against the snapshot's nodes (selectors.go).
 	Selectors []Selector
-	Nodes     func() []NodeInfo
 }
 
 // Decider adapts vcround to engine snapshots and plans.
@@ -104,9 +92,6 @@ func New(cfg Config) (*Decider, error) {
 	if cfg.Warn == nil {
 		cfg.Warn = func(string, ...any) {}
 	}
-	if cfg.NodeName == nil {
-		cfg.NodeName = func(id string) string { return id }
-	}
 	d := &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
 		nodeCells: map[string][]string{}, engines: vcs, opp: opp}
 	for _, pg := range a.PhysicalGPUs() {
@@ -127,9 +112,16 @@ type mapping struct {
 
 func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
 	m := mapping{toID: map[string]string{}, toAddr: map[string]string{}, nodeID: map[string]string{}}
+	names := make(map[string]string, len(s.Nodes)) // node id -> name
+	for _, n := range s.Nodes {
+		names[n.ID] = n.Name
+	}
 	byNode := map[string][]engine.GPU{} // node name -> GPUs
 	for _, g := range s.GPUs {
-		n := d.cfg.NodeName(g.Server)
+		n, ok := names[g.Server]
+		if !ok {
+			n = g.Server
+		}
 		byNode[n] = append(byNode[n], g)
 	}
 	for _, gs := range byNode {
@@ -138,7 +130,7 @@ func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
 	next := map[string]int{}
 	nodeOf := d.cfg.NodeOfCell
 	if d.cfg.Selectors != nil {
-		nodeOf = d.resolve()
+		nodeOf = d.resolve(s.Nodes)
 	}
 	for _, pg := range d.a.PhysicalGPUs() {
 		name := nodeOf[pg.Node]
@@ -171,26 +163,27 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	m := d.mapGPUs(s)
 	vs := vcround.Snapshot{TimeS: s.TimeS}
 	for _, j := range s.Jobs {
-		c, ok := d.cfg.ClassOf(j.ID)
-		if !ok || (!c.Opportunistic && !d.vcs[c.VC]) {
+		opp := j.Class == engine.Opportunistic
+		if !opp && !d.vcs[j.VC] {
 			if !d.warned[j.ID] {
 				d.warned[j.ID] = true
-				d.cfg.Warn("job not scheduled: its VC is not declared in the config", "job", j.ID, "vc", c.VC)
+				d.cfg.Warn("job not scheduled: its VC is not declared in the config", "job", j.ID, "vc", j.VC)
 			}
 			continue
 		}
-		vs.Jobs = append(vs.Jobs, vcround.Job{Job: j, VC: c.VC, Opportunistic: c.Opportunistic})
+		vs.Jobs = append(vs.Jobs, vcround.Job{Job: j, VC: j.VC, Opportunistic: opp})
 	}
 	res, err := d.s.Round(vs)
 	if err != nil {
 		return nil, err
 	}
-	running := map[string][]string{}
+	running := map[string][]string{} // job -> its GPUs, sorted
+	held := map[string][]string{}    // job -> its GPUs as observed
 	for _, r := range s.Running {
 		ids := slices.Clone(r.GPUs)
 		slices.Sort(ids)
 		for _, j := range r.Jobs {
-			running[j] = ids
+			running[j], held[j] = ids, r.GPUs
 		}
 	}
 	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
@@ -219,7 +212,8 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		slices.Sort(sorted)
 		out.Action = engine.Start
 		if len(a.Jobs) == 1 && slices.Equal(running[a.Jobs[0]], sorted) {
-			out.Action = engine.Keep
+			// Same GPUs: kept, in the order it holds them.
+			out.Action, out.GPUs = engine.Keep, held[a.Jobs[0]]
 		}
 		for _, j := range a.Jobs {
 			in[j] = true
@@ -233,6 +227,7 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			}
 		}
 	}
+	engine.Annotate(s, p, res.Preempted)
 	return p, nil
 }
 

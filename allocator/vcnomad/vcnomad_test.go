@@ -2,7 +2,6 @@ package vcnomad
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/cells"
@@ -20,12 +19,10 @@ func spec() cells.Spec {
 }
 
 func TestRoundHonoursVCsAndKeeps(t *testing.T) {
-	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
-		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}, "x": {VC: "nowhere"}}
+	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
+		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}, "x": {vc: "nowhere"}}
 	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
-		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
-		ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
-		NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +36,7 @@ func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			TotalSteps: 100, RemainingSteps: 100})
 	}
+	setClasses(s, class, "node-a", "node-b")
 	p, err := d.Round(s)
 	if err != nil {
 		t.Fatal(err)
@@ -104,14 +102,13 @@ func TestMissingGPUsAreBad(t *testing.T) {
 	var warned []string
 	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, RoundS: 10,
-		ClassOf: func(j string) (Class, bool) { return Class{VC: "prod"}, true },
-		Warn:    func(msg string, _ ...any) { warned = append(warned, msg) }})
+		Warn: func(msg string, _ ...any) { warned = append(warned, msg) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Only node-a reports GPUs: prod's jobs cannot run.
 	s := &engine.Snapshot{GPUs: []engine.GPU{{ID: "a0", Type: "v100", Server: "node-a"}, {ID: "a1", Type: "v100", Server: "node-a"}},
-		Jobs: []engine.Job{{ID: "p0", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1, TotalSteps: 1, RemainingSteps: 1}}}
+		Jobs: []engine.Job{{ID: "p0", VC: "prod", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1, TotalSteps: 1, RemainingSteps: 1}}}
 	p, err := d.Round(s)
 	if err != nil {
 		t.Fatal(err)
@@ -132,13 +129,11 @@ func TestMissingGPUsAreBad(t *testing.T) {
 // history (every VC engine's and the opportunistic one's) unchanged; a
 // single engine's history is refused.
 func TestHistoryRoundTrip(t *testing.T) {
-	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
-		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}}
+	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
+		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}}
 	mk := func() *Decider {
 		d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
-			Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
-			ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
-			NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+			Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,6 +150,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": tput[id]}, Weight: 1,
 			TotalSteps: 100, RemainingSteps: 100, ReceivedS: map[string]float64{}})
 	}
+	setClasses(s, class, "node-a", "node-b")
 	d1 := mk()
 	for r := 0; r < 3; r++ {
 		p, err := d1.Round(s)
@@ -198,12 +194,10 @@ func TestHistoryRoundTrip(t *testing.T) {
 // of its own engine's X (the VC engines' and the opportunistic one's), so
 // that the agent's status shows x under per-VC engines too.
 func TestPlanCarriesEveryEnginesX(t *testing.T) {
-	class := map[string]Class{"r0": {VC: "research"}, "r1": {VC: "research"}, "r2": {VC: "research"},
-		"p0": {VC: "prod"}, "o0": {VC: "research", Opportunistic: true}}
+	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
+		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}}
 	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
-		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
-		ClassOf:  func(j string) (Class, bool) { c, ok := class[j]; return c, ok },
-		NodeName: func(id string) string { return strings.TrimPrefix(id, "id-") }})
+		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +211,7 @@ func TestPlanCarriesEveryEnginesX(t *testing.T) {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			TotalSteps: 100, RemainingSteps: 100})
 	}
+	setClasses(s, class, "node-a", "node-b")
 	p, err := d.Round(s)
 	if err != nil {
 		t.Fatal(err)
@@ -259,5 +254,27 @@ func TestMergeAllocations(t *testing.T) {
 	}
 	if mergeAllocations([]*engine.Plan{nil, {}}) != nil {
 		t.Errorf("an allocation from no engine")
+	}
+}
+
+// class is a job's VC and class, as the backend's snapshot carries them.
+type class struct {
+	vc  string
+	opp bool
+}
+
+// setClasses gives the snapshot's jobs their VC and class, and the
+// snapshot the nodes "id-<name>" named name.
+func setClasses(s *engine.Snapshot, c map[string]class, nodes ...string) {
+	for i := range s.Jobs {
+		if v, ok := c[s.Jobs[i].ID]; ok {
+			s.Jobs[i].VC = v.vc
+			if v.opp {
+				s.Jobs[i].Class = engine.Opportunistic
+			}
+		}
+	}
+	for _, n := range nodes {
+		s.Nodes = append(s.Nodes, engine.Node{ID: "id-" + n, Name: n, Ready: true})
 	}
 }

@@ -110,7 +110,7 @@ func newEngine(s *agentSettings) (*engine.Engine, error) {
 // VC's policy) over the cell layer, cells mapped to Nomad nodes by
 // nomad_node, opportunistic jobs under the default VC policy on what the VCs
 // leave free.
-func newDecider(s *agentSettings, b *rnomad.Backend, log hclog.Logger) (agent.Decider, error) {
+func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
 	if !s.cells {
 		return newEngine(s)
 	}
@@ -126,19 +126,8 @@ func newDecider(s *agentSettings, b *rnomad.Backend, log hclog.Logger) (agent.De
 	for _, v := range s.vcs {
 		pols = append(pols, v.Policy)
 	}
-	nodes := func() []vcnomad.NodeInfo {
-		var out []vcnomad.NodeInfo
-		for _, n := range b.Nodes() {
-			out = append(out, vcnomad.NodeInfo{Name: n.Name, Pool: n.Pool, Class: n.Class, Ready: n.Ready})
-		}
-		return out
-	}
-	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Nodes: nodes, Policies: pols,
-		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), NodeName: b.NodeName,
-		ClassOf: func(job string) (vcnomad.Class, bool) {
-			vc, opp, ok := b.JobClass(job)
-			return vcnomad.Class{VC: vc, Opportunistic: opp}, ok
-		},
+	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Policies: pols,
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(),
 		Warn: func(msg string, args ...any) { log.Warn(msg, args...) }})
 }
 
@@ -214,7 +203,7 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		log.Warn("preemption: " + err.Error())
 	}
-	dec, err := newDecider(s, backend, log)
+	dec, err := newDecider(s, log)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -292,7 +281,7 @@ func (c *agentCmd) Run(args []string) int {
 				// A new policy starts a new engine: the recompute baselines
 				// restart (cumulative received time is kept), the running
 				// placement is re-read from Nomad.
-				if e, err = newDecider(ns, backend, log); err != nil {
+				if e, err = newDecider(ns, log); err != nil {
 					smu.Unlock()
 					log.Error("reload failed", "error", err)
 					continue
@@ -313,7 +302,7 @@ func (c *agentCmd) Run(args []string) int {
 	fresh := func() error {
 		smu.Lock()
 		defer smu.Unlock()
-		e, err := newDecider(s, backend, log)
+		e, err := newDecider(s, log)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Intent is what a plan does to one job. The round decides it, with the
+// reason; backends carry it out (the Nomad backend registers, scales or
+// leaves the job alone; the simulator runs, cuts or counts it) and never
+// infer it from what they see.
+type Intent string
+
+const (
+	// IntentAdmit: the job starts for the first time.
+	IntentAdmit Intent = "admit"
+	// IntentKeep: the job keeps its GPUs (lease renewal).
+	IntentKeep Intent = "keep"
+	// IntentResume: a job that ran before and holds no GPUs starts again.
+	IntentResume Intent = "resume"
+	// IntentMigrate: the job moves from the GPUs it holds to others.
+	IntentMigrate Intent = "migrate"
+	// IntentResize: an elastic job keeps its first ScaleFactor GPUs and changes
+	// its number of workers.
+	IntentResize Intent = "resize"
+	// IntentSuspend: a guaranteed job that holds GPUs stops (it checkpoints).
+	IntentSuspend Intent = "suspend"
+	// IntentPreempt: an opportunistic job that holds GPUs stops.
+	IntentPreempt Intent = "preempt"
+)
+
+// JobIntent is one job's part of a plan.
+type JobIntent struct {
+	Job    string `json:"job"`
+	Intent Intent `json:"intent"`
+	// Where the job runs this round (empty for suspend and preempt).
+	Type    string   `json:"type,omitempty"`
+	GPUs    []string `json:"gpus,omitempty"`
+	Servers []string `json:"servers,omitempty"`
+	// Share is the fraction of each GPU the job gets: 1 alone, 1/2 when it
+	// is colocated (space sharing) with the job With.
+	Share float64 `json:"share,omitempty"`
+	With  string  `json:"with,omitempty"`
+	// From are the GPUs it held before a migrate, resize, suspend or preempt.
+	From  []string `json:"from,omitempty"`
+	VC    string   `json:"vc,omitempty"`
+	Class Class    `json:"class,omitempty"`
+	// Cell is the cell the job's GPUs lie in, when VCs are made of cells.
+	Cell   string `json:"cell,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Stops reports whether the intent stops the job where it runs: a
+// suspension, a preemption or the first half of a migration.
+func (i Intent) Stops() bool { return i == IntentSuspend || i == IntentPreempt || i == IntentMigrate }
+
+// Starts reports whether the job (re)starts on GPUs it did not hold.
+func (i Intent) Starts() bool { return i == IntentAdmit || i == IntentResume || i == IntentMigrate }
+
+// Annotate fills p.Intents from the snapshot the plan was made on: one
+// intent per job of each assignment, in assignment order, then one per
+// suspended job, in p.Suspend order. preempted names opportunistic jobs
+// stopped because guaranteed work took their GPUs (the cell layer's);
+// it may be nil.
+//
+// A job keeps its placement when it stays on the same type and GPUs; an
+// elastic job whose first ScaleFactor GPUs stay is only resized (what the
+// simulator has always counted as no preemption).
+func Annotate(s *Snapshot, p *Plan, preempted []string) {
+	jobs := make(map[string]*Job, len(s.Jobs))
+	for i := range s.Jobs {
+		jobs[s.Jobs[i].ID] = &s.Jobs[i]
+	}
+	prev := make(map[string]*Assignment, len(s.Running))
+	for i := range s.Running {
+		for _, id := range s.Running[i].Jobs {
+			prev[id] = &s.Running[i]
+		}
+	}
+	failed := map[string]bool{}
+	for _, g := range s.GPUs {
+		if g.Failed {
+			failed[g.ID] = true
+		}
+	}
+	p.Intents = make([]JobIntent, 0, len(p.Assignments)+len(p.Suspend))
+	for ai := range p.Assignments {
+		a := &p.Assignments[ai]
+		for k, id := range a.Jobs {
+			ji := JobIntent{Job: id, Type: a.Type, GPUs: a.GPUs, Servers: a.Servers, Share: 1 / float64(len(a.Jobs))}
+			if len(a.Jobs) == 2 {
+				ji.With = a.Jobs[1-k]
+			}
+			j := jobs[id]
+			if j != nil {
+				ji.VC, ji.Class = j.VC, j.Class
+			}
+			old := prev[id]
+			switch {
+			case old == nil && (j == nil || !j.Started):
+				ji.Intent = IntentAdmit
+				ji.Reason = fmt.Sprintf("first start: priority %.4g on %s", a.Priority, a.Type)
+			case old == nil:
+				ji.Intent = IntentResume
+				ji.Reason = fmt.Sprintf("resumes: priority %.4g on %s ranks it in this round", a.Priority, a.Type)
+			case old.Type == a.Type && slices.Equal(base(j, old), base(j, a)):
+				ji.Intent = IntentKeep
+				ji.Reason = fmt.Sprintf("lease renewed on %s (priority %.4g)", a.Type, a.Priority)
+				if len(old.GPUs) != len(a.GPUs) {
+					ji.Intent, ji.From = IntentResize, old.GPUs
+					ji.Reason = fmt.Sprintf("elastic: %d -> %d GPUs on %s", len(old.GPUs), len(a.GPUs), a.Type)
+				}
+			default:
+				ji.Intent, ji.From = IntentMigrate, old.GPUs
+				ji.Reason = fmt.Sprintf("moves from %s to %s (priority %.4g)", old.Type, a.Type, a.Priority)
+				if gone := failedOf(old.GPUs, failed); gone != "" {
+					ji.Reason = fmt.Sprintf("moves from %s to %s: GPU %s failed", old.Type, a.Type, gone)
+				}
+			}
+			p.Intents = append(p.Intents, ji)
+		}
+	}
+	for _, id := range p.Suspend {
+		ji := JobIntent{Job: id, Intent: IntentSuspend, Reason: "not selected this round: others rank higher on every GPU type it can use"}
+		if j := jobs[id]; j != nil {
+			ji.VC, ji.Class = j.VC, j.Class
+		}
+		if old := prev[id]; old != nil {
+			ji.From = old.GPUs
+			if gone := failedOf(old.GPUs, failed); gone != "" {
+				ji.Reason = fmt.Sprintf("GPU %s failed", gone)
+			}
+		}
+		if ji.Class == Opportunistic {
+			ji.Intent = IntentPreempt
+			if slices.Contains(preempted, id) {
+				ji.Reason = "guaranteed work needs its GPUs"
+			}
+		}
+		p.Intents = append(p.Intents, ji)
+	}
+}
+
+// base is what identifies a job's placement: an elastic job running alone
+// is identified by its first ScaleFactor GPUs (its extra workers come and
+// go), any other unit by all of its GPUs.
+func base(j *Job, a *Assignment) []string {
+	if j != nil && j.Elastic != nil && len(a.Jobs) == 1 {
+		if sf := max(j.ScaleFactor, 1); len(a.GPUs) > sf {
+			return a.GPUs[:sf]
+		}
+	}
+	return a.GPUs
+}
+
+func failedOf(gpus []string, failed map[string]bool) string {
+	if len(failed) == 0 {
+		return ""
+	}
+	for _, g := range gpus {
+		if failed[g] {
+			return g
+		}
+	}
+	return ""
+}
