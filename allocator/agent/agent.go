@@ -19,15 +19,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
 
 // Decider decides one round: an *engine.Engine (one policy for the whole
 // cluster) or a VC scheduler (per-VC engines over the cell layer).
-type Decider interface {
-	Round(*engine.Snapshot) (*engine.Plan, error)
-}
+type Decider = loop.Decider
 
 // HistoryKeeper is implemented by deciders that keep history between
 // rounds which changes later decisions (*engine.Engine, the per-VC
@@ -79,7 +78,7 @@ type Creditor interface {
 
 // Config configures an Agent.
 type Config struct {
-	Backend engine.Backend
+	Backend loop.Backend
 	Engine  Decider
 	Round   time.Duration
 	Logger  hclog.Logger
@@ -199,6 +198,10 @@ type Agent struct {
 
 	// blind: the last round could not observe Nomad (under mu).
 	blind bool
+	// begin is when the round in progress started (under mu); marks are
+	// its backend's credit marks (the round's own).
+	begin time.Time
+	marks map[string]state.Credit
 }
 
 // New makes an agent.
@@ -335,77 +338,83 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
-	for {
-		start := time.Now()
-		if err := a.StepContext(ctx); errors.Is(err, ErrLostState) {
-			return err
-		}
-		a.mu.Lock()
-		next := start.Add(a.cfg.Round)
-		a.status.NextRound = next
-		a.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Until(next)):
-		}
+	clock := &loop.Wall{
+		Period: func() time.Duration {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.cfg.Round
+		},
+		OnNext: func(t time.Time) {
+			a.mu.Lock()
+			a.status.NextRound = t
+			a.mu.Unlock()
+		},
 	}
+	return loop.Run(ctx, clock, a.StepContext, func(err error) bool { return errors.Is(err, ErrLostState) })
 }
 
 // Step runs one round: observe, decide, record, enforce.
 func (a *Agent) Step() { a.StepContext(context.Background()) }
 
-// StepContext runs one round. The decision is saved (state.Begin) before
+// StepContext runs one round of the driver loop (allocator/loop) with the
+// agent as its Recorder: the decision is saved (state.Begin) before
 // anything is enforced, intents are marked applied as the backend reports
 // them (OnEvent), and the state is saved again once the plan is enforced
 // (state.Finish). It returns the round's error; ErrLostState means another
 // allocator wrote the state.
 func (a *Agent) StepContext(ctx context.Context) error {
 	a.mu.Lock()
-	b, e, log, store, tel := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger, a.cfg.Store, a.cfg.Telemetry
+	b, e, log := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger
+	a.begin = time.Now()
 	a.mu.Unlock()
-	begin := time.Now()
-	fail := func(err error) error {
+	if _, _, err := (loop.Round{Backend: b, Decider: e, Recorder: a}).Step(ctx); err != nil {
 		log.Error("round failed", "error", err)
 		a.mu.Lock()
 		a.status.LastError = err.Error()
 		// Nomad was unreachable (or the round was cut short by losing the
 		// lock to it): the next round that sees Nomad re-plans from scratch.
-		if state.Transient(err) || errors.Is(err, context.Canceled) {
+		if loop.Observing(err) || state.Transient(err) || errors.Is(err, context.Canceled) {
 			a.blind = true
 		}
 		a.mu.Unlock()
 		return err
 	}
-	s, err := b.Observe()
-	if err != nil {
-		a.mu.Lock()
-		a.blind = true
-		a.mu.Unlock()
-		return fail(err)
-	}
 	a.mu.Lock()
-	blind := a.blind
+	a.status.LastError = ""
+	a.mu.Unlock()
+	return nil
+}
+
+// Observed prepares the decision (loop.Recorder): a reset after rounds
+// that could not see Nomad, the backend's credit marks (what the
+// snapshot's received time is up to) and the measured throughputs.
+func (a *Agent) Observed(_ context.Context, s *engine.Snapshot) error {
+	a.mu.Lock()
+	blind, e, b, log := a.blind, a.cfg.Engine, a.cfg.Backend, a.cfg.Logger
 	a.blind = false
 	a.mu.Unlock()
 	if r, ok := e.(Resetter); ok && blind {
 		log.Info("Nomad observed again after failed rounds: the allocation is recomputed")
 		r.RequestReset()
 	}
-	var marks map[string]state.Credit
+	a.marks = nil
 	if c, ok := b.(Creditor); ok {
-		marks = c.CreditMarks() // what s's received time is up to
+		a.marks = c.CreditMarks()
 	}
 	a.applyMeasured(s)
-	p, err := e.Round(s)
-	if err != nil {
-		return fail(err)
-	}
+	return nil
+}
+
+// Decided records the history and the decision before any of it is
+// enforced (loop.Recorder); a failed save means nothing is enforced.
+func (a *Agent) Decided(ctx context.Context, s *engine.Snapshot, p *engine.Plan) error {
+	a.mu.Lock()
+	b, e, log, store := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger, a.cfg.Store
+	a.mu.Unlock()
 	var intents []state.Intent
 	if d, ok := b.(Durable); ok {
 		intents = d.Intents(p)
 	}
-	// Record the history and the decision before enforcing any of it.
 	a.smu.Lock()
 	st := a.st
 	active := map[string]bool{}
@@ -415,7 +424,7 @@ func (a *Agent) StepContext(ctx context.Context) error {
 		if len(j.ReceivedS) > 0 {
 			st.Received[j.ID] = maps.Clone(j.ReceivedS)
 		}
-		if m, ok := marks[j.ID]; ok {
+		if m, ok := a.marks[j.ID]; ok {
 			if st.Credit == nil {
 				st.Credit = map[string]state.Credit{}
 			}
@@ -436,10 +445,10 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	}
 	round := st.Round + 1
 	st.Begin(state.Decision{ID: fmt.Sprintf("round-%d", round), Round: round, RecordedAt: time.Now().UTC(), Intents: intents})
-	err = a.save(ctx, store, st)
+	err := a.save(ctx, store, st)
 	a.smu.Unlock()
 	if err != nil {
-		return fail(fmt.Errorf("record decision (nothing enforced): %w", a.saveErr(err)))
+		return fmt.Errorf("record decision (nothing enforced): %w", a.saveErr(err))
 	}
 	a.record(s, p, int(round))
 	starts := 0
@@ -453,27 +462,31 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	if log.IsDebug() {
 		log.Debug("round plan", "round", round, "plan", planSummary(s, p))
 	}
-	eerr := b.Enforce(p)
+	return nil
+}
+
+// Enforced closes the decision once the plan is enforced (loop.Recorder).
+// On an enforcement error the decision stays in flight with its applied
+// marks; the next round's Begin replaces it (Nomad is re-observed).
+func (a *Agent) Enforced(ctx context.Context, s *engine.Snapshot, p *engine.Plan, eerr error) error {
+	a.mu.Lock()
+	store, tel, begin := a.cfg.Store, a.cfg.Telemetry, a.begin
+	a.mu.Unlock()
 	a.smu.Lock()
 	if eerr == nil {
-		st.Finish()
+		a.st.Finish()
 	}
-	// On an enforcement error the decision stays in flight with its applied
-	// marks; the next round's Begin replaces it (Nomad is re-observed).
-	serr := a.save(ctx, store, st)
+	serr := a.save(ctx, store, a.st)
 	a.smu.Unlock()
 	if tel != nil {
 		tel.Round(time.Since(begin), s, p)
 	}
 	if eerr != nil {
-		return fail(eerr)
+		return eerr
 	}
 	if serr != nil {
-		return fail(a.saveErr(serr))
+		return a.saveErr(serr)
 	}
-	a.mu.Lock()
-	a.status.LastError = ""
-	a.mu.Unlock()
 	return nil
 }
 

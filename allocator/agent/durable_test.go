@@ -13,6 +13,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/lease"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
@@ -133,7 +134,7 @@ func (d *durableBackend) Reconcile(pending []state.Intent) (applied, rolled []st
 	return applied, rolled, nil
 }
 
-func newTestAgent(t *testing.T, b engine.Backend, store Store, tel *telemetry.Telemetry) *Agent {
+func newTestAgent(t *testing.T, b loop.Backend, store Store, tel *telemetry.Telemetry) *Agent {
 	e, err := engine.New(engine.Config{Policy: "max_min_fairness_perf", RoundS: 1})
 	if err != nil {
 		t.Fatal(err)

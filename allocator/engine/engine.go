@@ -594,3 +594,17 @@ func sameKeys(m map[string][2]float64, counts map[string]int) bool {
 	}
 	return true
 }
+
+// Fluid decides only the allocation, for backends that realize X fluidly
+// (the simulator's ideal baseline, Gavel Fig. 13b): its plans carry the
+// allocation in force and no assignments.
+type Fluid struct{ *Engine }
+
+// Round brings the allocation up to date.
+func (f Fluid) Round(s *Snapshot) (*Plan, error) {
+	recomputed, solveMS, err := f.Allocate(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Plan{TimeS: s.TimeS, Recomputed: recomputed, SolveMS: solveMS, Allocation: f.alloc}, nil
+}

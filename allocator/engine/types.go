@@ -153,24 +153,3 @@ type Plan struct {
 	SolveMS    float64              `json:"solve_ms,omitempty"`
 	Allocation *policies.Allocation `json:"-"`
 }
-
-// Backend is where plans take effect: the simulator or the Nomad cluster.
-type Backend interface {
-	// Observe reports the cluster and its jobs now.
-	Observe() (*Snapshot, error)
-	// Enforce carries the plan out; the simulator also advances time.
-	Enforce(*Plan) error
-}
-
-// Step runs one round: observe, decide, enforce.
-func Step(e *Engine, b Backend) (*Plan, error) {
-	s, err := b.Observe()
-	if err != nil {
-		return nil, err
-	}
-	p, err := e.Round(s)
-	if err != nil {
-		return nil, err
-	}
-	return p, b.Enforce(p)
-}

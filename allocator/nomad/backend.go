@@ -113,7 +113,7 @@ type jobState struct {
 	elastic *engine.Elastic
 }
 
-// Backend implements engine.Backend on a Nomad cluster. Its bookkeeping
+// Backend implements loop.Backend on a Nomad cluster. Its bookkeeping
 // (arrival and received time) is in memory; the agent keeps it in the
 // durable state (Restore, CreditMarks, RestoreCredit), so that a restarted
 // backend carries on, crediting the jobs that ran through the downtime.

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -54,6 +56,7 @@ type simulator struct {
 	windowDone  int
 	idleRounds  int
 	peakActive  int
+	steps       int // clock ticks (Next)
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -81,20 +84,18 @@ func Run(src Source, o Options) (*Result, error) {
 	if err := s.fetch(); err != nil {
 		return nil, err
 	}
-	for !s.finished() {
-		if o.MaxTimeS > 0 && s.now > o.MaxTimeS {
-			break
-		}
-		if o.MaxActive > 0 && len(s.active) > o.MaxActive {
-			break
-		}
-		if err := s.step(); err != nil {
-			return nil, err
-		}
-		s.peakActive = max(s.peakActive, len(s.active))
-		if o.Progress != nil {
-			o.Progress(s.now, s.rounds, len(s.active), s.windowDone)
-		}
+	// The one driver loop, on the simulator's virtual clock; the ideal
+	// baseline decides only the allocation and realizes it fluidly.
+	r := loop.Round{Backend: s, Decider: eng}
+	if o.Ideal {
+		r.Decider = engine.Fluid{Engine: eng}
+	}
+	step := func(ctx context.Context) error {
+		_, _, err := r.Step(ctx)
+		return err
+	}
+	if err := loop.Run(context.Background(), s, step, loop.Always); err != nil {
+		return nil, err
 	}
 	res := s.result()
 	res.WallS = time.Since(wall).Seconds()
@@ -195,7 +196,30 @@ func (s *simulator) isoTput(js *jobState, n int) float64 {
 	return tput
 }
 
-func (s *simulator) step() error {
+// Next is the virtual clock: the run goes on until every measured job
+// finished or a limit stops it.
+func (s *simulator) Next(context.Context) bool {
+	if s.steps > 0 {
+		s.peakActive = max(s.peakActive, len(s.active))
+		if s.o.Progress != nil {
+			s.o.Progress(s.now, s.rounds, len(s.active), s.windowDone)
+		}
+	}
+	s.steps++
+	if s.finished() {
+		return false
+	}
+	if s.o.MaxTimeS > 0 && s.now > s.o.MaxTimeS {
+		return false
+	}
+	return s.o.MaxActive <= 0 || len(s.active) <= s.o.MaxActive
+}
+
+// Observe advances virtual time to the end of the round (the latest
+// micro-task's finish), else to the next arrival, credits what ran, adds
+// the jobs that arrived and reports the snapshot; nil while no job is
+// active.
+func (s *simulator) Observe() (*engine.Snapshot, error) {
 	// Advance the clock: to the end of the round, else to the next arrival.
 	if len(s.running) > 0 {
 		end := s.now
@@ -216,7 +240,7 @@ func (s *simulator) step() error {
 			// may be throttled), and give up if that never ends.
 			s.idleRounds++
 			if s.idleRounds > 10000 {
-				return fmt.Errorf("sim: t=%.0f: %d active jobs can never run", s.now, len(s.active))
+				return nil, fmt.Errorf("sim: t=%.0f: %d active jobs can never run", s.now, len(s.active))
 			}
 			s.now += s.o.Engine.RoundS
 		}
@@ -225,17 +249,22 @@ func (s *simulator) step() error {
 	for s.pending != nil && s.pending.ArrivalS <= s.now {
 		s.addJob(*s.pending)
 		if err := s.fetch(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(s.active) == 0 {
-		return nil
+		return nil, nil
 	}
-	snap := s.snapshot()
+	return s.snapshot(), nil
+}
+
+// Enforce runs the plan's units for one round (micro-tasks), or under the
+// ideal baseline the allocation fluidly until the next arrival.
+func (s *simulator) Enforce(plan *engine.Plan) error {
 	if s.o.Ideal {
-		return s.ideal(snap)
+		return s.ideal(plan)
 	}
-	return s.mechanism(snap)
+	return s.mechanism(plan)
 }
 
 // complete credits the finished round's micro-tasks.
@@ -382,11 +411,7 @@ func (s *simulator) byID(ids []string) []*jobState {
 	return out
 }
 
-func (s *simulator) mechanism(snap *engine.Snapshot) error {
-	plan, err := s.eng.Round(snap)
-	if err != nil {
-		return err
-	}
+func (s *simulator) mechanism(plan *engine.Plan) error {
 	s.rounds++
 	if plan.Recomputed {
 		s.recomputes++
@@ -446,17 +471,13 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 }
 
 // ideal realizes the allocation fluidly until the next arrival.
-func (s *simulator) ideal(snap *engine.Snapshot) error {
-	recomputed, solveMS, err := s.eng.Allocate(snap)
-	if err != nil {
-		return err
-	}
+func (s *simulator) ideal(plan *engine.Plan) error {
 	s.rounds++
-	if recomputed {
+	if plan.Recomputed {
 		s.recomputes++
-		s.solveMS = append(s.solveMS, solveMS)
+		s.solveMS = append(s.solveMS, plan.SolveMS)
 	}
-	a := s.eng.Allocation()
+	a := plan.Allocation
 	if a == nil {
 		return nil
 	}

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"sort"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/policies"
@@ -202,7 +204,7 @@ func TestPairListMatchesRebuild(t *testing.T) {
 		for _, ps := range s.pairs {
 			before[ps] = ps.recv == nil
 		}
-		if err := s.step(); err != nil {
+		if _, _, err := (loop.Round{Backend: s, Decider: s.eng}).Step(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if s.pairsDirty {
