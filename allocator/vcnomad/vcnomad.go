@@ -12,7 +12,6 @@
 package vcnomad
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -20,8 +19,8 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/vcround"
-	"github.com/rondo-sched/rondo/policies"
 )
 
 // Config configures a Decider.
@@ -42,17 +41,16 @@ type Config struct {
 	Selectors []Selector
 }
 
-// Decider adapts vcround to engine snapshots and plans.
+// Decider adapts vcround to engine snapshots and plans. Its engines (one
+// per VC, in spec order, and the opportunistic one) keep the history the
+// agent saves (round.Engines).
 type Decider struct {
-	cfg Config
-	// engines by VC name, in spec order, and the opportunistic one (nil
-	// when none): their history is what MarshalHistory saves.
-	engines []vcround.VC
-	opp     *engine.Engine
-	a       *cells.Allocator
-	s       *vcround.Scheduler
-	vcs     map[string]bool
-	warned  map[string]bool
+	*round.Engines
+	cfg    Config
+	a      *cells.Allocator
+	s      *vcround.Scheduler
+	vcs    map[string]bool
+	warned map[string]bool
 	// node cells per top cell, in address order; node-cell bindings kept
 	// across rounds (selectors.go)
 	nodeCells map[string][]string
@@ -66,26 +64,15 @@ func New(cfg Config) (*Decider, error) {
 		return nil, fmt.Errorf("vcnomad: cells: %w", err)
 	}
 	names := a.VCs()
-	if len(cfg.Policies) != len(names) {
-		return nil, fmt.Errorf("vcnomad: %d policies for %d VCs", len(cfg.Policies), len(names))
+	es, err := round.NewEngines(names, cfg.Policies, cfg.OppPolicy, cfg.RoundS)
+	if err != nil {
+		return nil, fmt.Errorf("vcnomad: %w", err)
 	}
-	var vcs []vcround.VC
 	set := map[string]bool{}
-	for i, n := range names {
-		e, err := engine.New(engine.Config{Policy: cfg.Policies[i], RoundS: cfg.RoundS})
-		if err != nil {
-			return nil, fmt.Errorf("vcnomad: vc %s: %w", n, err)
-		}
-		vcs = append(vcs, vcround.VC{Name: n, Engine: e})
+	for _, n := range names {
 		set[n] = true
 	}
-	var opp *engine.Engine
-	if cfg.OppPolicy != "" {
-		if opp, err = engine.New(engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS}); err != nil {
-			return nil, fmt.Errorf("vcnomad: opportunistic: %w", err)
-		}
-	}
-	s, err := vcround.New(a, vcs, opp)
+	s, err := vcround.New(a, es.VCs, es.Opp)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +80,7 @@ func New(cfg Config) (*Decider, error) {
 		cfg.Warn = func(string, ...any) {}
 	}
 	d := &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
-		nodeCells: map[string][]string{}, engines: vcs, opp: opp}
+		nodeCells: map[string][]string{}, Engines: es}
 	for _, pg := range a.PhysicalGPUs() {
 		top, _, _ := strings.Cut(pg.Node, "/")
 		if l := d.nodeCells[top]; len(l) == 0 || l[len(l)-1] != pg.Node {
@@ -187,7 +174,7 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 	}
 	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
-		Allocation: mergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
+		Allocation: round.MergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
 	in := map[string]bool{}
 	for _, a := range res.Plan.Assignments {
 		out := engine.Assignment{Jobs: a.Jobs, Type: a.Type, Priority: a.Priority}
@@ -229,129 +216,4 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	}
 	engine.Annotate(s, p, res.Preempted)
 	return p, nil
-}
-
-// mergeAllocations joins the allocations in force of the VC engines and the
-// opportunistic engine into one, for the status's per-job X: each job's row
-// is its own engine's (a job is scheduled by one engine), over the union of
-// the GPU types. Fractions are of the engine's own GPUs (a VC's virtual
-// GPUs of that type, or the GPUs the VCs leave to opportunistic work).
-// Objective and solve statistics are not merged. Nil when no engine has an
-// allocation.
-func mergeAllocations(plans []*engine.Plan) *policies.Allocation {
-	var out *policies.Allocation
-	col := map[string]int{}
-	for _, p := range plans {
-		if p == nil || p.Allocation == nil {
-			continue
-		}
-		al := p.Allocation
-		if out == nil {
-			out = &policies.Allocation{Policy: "per-vc"}
-		}
-		for _, t := range al.Types {
-			if _, ok := col[t]; !ok {
-				col[t] = len(out.Types)
-				out.Types = append(out.Types, t)
-				for m := range out.X {
-					out.X[m] = append(out.X[m], 0)
-				}
-				for q := range out.PairX {
-					out.PairX[q] = append(out.PairX[q], 0)
-				}
-			}
-		}
-		widen := func(row []float64) []float64 {
-			r := make([]float64, len(out.Types))
-			for k, t := range al.Types {
-				if k < len(row) {
-					r[col[t]] = row[k]
-				}
-			}
-			return r
-		}
-		for m, id := range al.JobIDs {
-			if m < len(al.X) {
-				out.JobIDs = append(out.JobIDs, id)
-				out.X = append(out.X, widen(al.X[m]))
-			}
-		}
-		for q, pr := range al.PairJobs {
-			if q < len(al.PairX) {
-				out.PairJobs = append(out.PairJobs, pr)
-				out.PairX = append(out.PairX, widen(al.PairX[q]))
-			}
-		}
-	}
-	return out
-}
-
-// RequestReset makes every VC engine and the opportunistic one recompute
-// at the next round (agent.Resetter).
-func (d *Decider) RequestReset() {
-	for _, vc := range d.engines {
-		vc.Engine.RequestReset()
-	}
-	if d.opp != nil {
-		d.opp.RequestReset()
-	}
-}
-
-// history is the per-VC engines' history as an agent saves it.
-type history struct {
-	Kind          string                     `json:"kind"`
-	VCs           map[string]*engine.History `json:"vcs,omitempty"`
-	Opportunistic *engine.History            `json:"opportunistic,omitempty"`
-}
-
-const historyKind = "vcnomad"
-
-// MarshalHistory saves every VC engine's history (engine.History), so that
-// a restarted agent's engines decide as the stopped ones would have. The
-// cell layer's bindings are not in it: they are rebuilt from the running
-// placement.
-func (d *Decider) MarshalHistory() ([]byte, error) {
-	h := history{Kind: historyKind, VCs: map[string]*engine.History{}}
-	for _, vc := range d.engines {
-		h.VCs[vc.Name] = vc.Engine.History()
-	}
-	if d.opp != nil {
-		h.Opportunistic = d.opp.History()
-	}
-	return json.Marshal(h)
-}
-
-// UnmarshalHistory restores MarshalHistory's output: each VC's engine takes
-// its own history (a VC not in it starts fresh). It fails on another
-// decider's history or a VC whose policy changed.
-func (d *Decider) UnmarshalHistory(b []byte) error {
-	var h history
-	if err := json.Unmarshal(b, &h); err != nil {
-		return fmt.Errorf("vcnomad: history: %w", err)
-	}
-	if h.Kind != historyKind {
-		return fmt.Errorf("vcnomad: not a per-VC history (kind %q)", h.Kind)
-	}
-	// Check every policy first: all engines take their history, or none.
-	for _, vc := range d.engines {
-		if eh := h.VCs[vc.Name]; eh != nil && eh.Policy != vc.Engine.History().Policy {
-			return fmt.Errorf("vcnomad: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, vc.Engine.History().Policy)
-		}
-	}
-	if d.opp != nil && h.Opportunistic != nil && h.Opportunistic.Policy != d.opp.History().Policy {
-		return fmt.Errorf("vcnomad: opportunistic: history of policy %q", h.Opportunistic.Policy)
-	}
-	for _, vc := range d.engines {
-		if eh := h.VCs[vc.Name]; eh != nil {
-			if err := vc.Engine.SetHistory(eh); err != nil {
-				return fmt.Errorf("vcnomad: vc %s: %w", vc.Name, err)
-			}
-		}
-	}
-	if d.opp != nil && h.Opportunistic != nil {
-		if err := d.opp.SetHistory(h.Opportunistic); err != nil {
-			return fmt.Errorf("vcnomad: opportunistic: %w", err)
-		}
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/policies"
 )
 
@@ -239,7 +240,7 @@ func TestMergeAllocations(t *testing.T) {
 	a := &policies.Allocation{Types: []string{"v100"}, JobIDs: []string{"a"}, X: [][]float64{{0.5}}}
 	b := &policies.Allocation{Types: []string{"k80", "v100"}, JobIDs: []string{"b", "c"}, X: [][]float64{{0.25, 0.75}, {1, 0}},
 		PairJobs: [][2]string{{"b", "c"}}, PairX: [][]float64{{0.1, 0}}}
-	m := mergeAllocations([]*engine.Plan{nil, {Allocation: a}, {}, {Allocation: b}})
+	m := round.MergeAllocations([]*engine.Plan{nil, {Allocation: a}, {}, {Allocation: b}})
 	if !slices.Equal(m.Types, []string{"v100", "k80"}) || !slices.Equal(m.JobIDs, []string{"a", "b", "c"}) {
 		t.Fatalf("merged %+v", m)
 	}
@@ -252,7 +253,7 @@ func TestMergeAllocations(t *testing.T) {
 	if len(m.PairX) != 1 || !slices.Equal(m.PairX[0], []float64{0, 0.1}) {
 		t.Errorf("pairs %v %v", m.PairJobs, m.PairX)
 	}
-	if mergeAllocations([]*engine.Plan{nil, {}}) != nil {
+	if round.MergeAllocations([]*engine.Plan{nil, {}}) != nil {
 		t.Errorf("an allocation from no engine")
 	}
 }

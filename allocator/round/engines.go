@@ -1,0 +1,170 @@
+package round
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/vcround"
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// Engines are a VC round's engines: one per VC (its policy), in
+// declaration order, and the opportunistic one (nil: opportunistic jobs
+// never run). Both VC deciders (cells, quota-only) keep their history,
+// reset and allocations through it.
+type Engines struct {
+	VCs []vcround.VC
+	Opp *engine.Engine
+}
+
+// NewEngines makes one engine per VC with its policy, and the
+// opportunistic engine when oppPolicy is set.
+func NewEngines(names, pols []string, oppPolicy string, roundS float64) (*Engines, error) {
+	if len(pols) != len(names) {
+		return nil, fmt.Errorf("round: %d policies for %d VCs", len(pols), len(names))
+	}
+	d := &Engines{}
+	for i, n := range names {
+		e, err := engine.New(engine.Config{Policy: pols[i], RoundS: roundS})
+		if err != nil {
+			return nil, fmt.Errorf("round: vc %s: %w", n, err)
+		}
+		d.VCs = append(d.VCs, vcround.VC{Name: n, Engine: e})
+	}
+	if oppPolicy != "" {
+		e, err := engine.New(engine.Config{Policy: oppPolicy, RoundS: roundS})
+		if err != nil {
+			return nil, fmt.Errorf("round: opportunistic: %w", err)
+		}
+		d.Opp = e
+	}
+	return d, nil
+}
+
+// RequestReset makes every VC engine and the opportunistic one recompute
+// at the next round (agent.Resetter).
+func (d *Engines) RequestReset() {
+	for _, vc := range d.VCs {
+		vc.Engine.RequestReset()
+	}
+	if d.Opp != nil {
+		d.Opp.RequestReset()
+	}
+}
+
+// MergeAllocations joins the allocations in force of the VC engines and the
+// opportunistic engine into one, for the status's per-job X: each job's row
+// is its own engine's (a job is scheduled by one engine), over the union of
+// the GPU types. Fractions are of the engine's own GPUs (a VC's virtual
+// GPUs of that type, or the GPUs the VCs leave to opportunistic work).
+// Objective and solve statistics are not merged. Nil when no engine has an
+// allocation.
+func MergeAllocations(plans []*engine.Plan) *policies.Allocation {
+	var out *policies.Allocation
+	col := map[string]int{}
+	for _, p := range plans {
+		if p == nil || p.Allocation == nil {
+			continue
+		}
+		al := p.Allocation
+		if out == nil {
+			out = &policies.Allocation{Policy: "per-vc"}
+		}
+		for _, t := range al.Types {
+			if _, ok := col[t]; !ok {
+				col[t] = len(out.Types)
+				out.Types = append(out.Types, t)
+				for m := range out.X {
+					out.X[m] = append(out.X[m], 0)
+				}
+				for q := range out.PairX {
+					out.PairX[q] = append(out.PairX[q], 0)
+				}
+			}
+		}
+		widen := func(row []float64) []float64 {
+			r := make([]float64, len(out.Types))
+			for k, t := range al.Types {
+				if k < len(row) {
+					r[col[t]] = row[k]
+				}
+			}
+			return r
+		}
+		for m, id := range al.JobIDs {
+			if m < len(al.X) {
+				out.JobIDs = append(out.JobIDs, id)
+				out.X = append(out.X, widen(al.X[m]))
+			}
+		}
+		for q, pr := range al.PairJobs {
+			if q < len(al.PairX) {
+				out.PairJobs = append(out.PairJobs, pr)
+				out.PairX = append(out.PairX, widen(al.PairX[q]))
+			}
+		}
+	}
+	return out
+}
+
+// history is the per-VC engines' history as an agent saves it.
+type history struct {
+	Kind          string                     `json:"kind"`
+	VCs           map[string]*engine.History `json:"vcs,omitempty"`
+	Opportunistic *engine.History            `json:"opportunistic,omitempty"`
+}
+
+// historyKind names the per-VC engines' history in the agent's state (the
+// name predates the quota-only decider; both write it).
+const historyKind = "vcnomad"
+
+// MarshalHistory saves every VC engine's history (engine.History), so that
+// a restarted agent's engines decide as the stopped ones would have. The
+// cell layer's bindings are not in it: they are rebuilt from the running
+// placement.
+func (d *Engines) MarshalHistory() ([]byte, error) {
+	h := history{Kind: historyKind, VCs: map[string]*engine.History{}}
+	for _, vc := range d.VCs {
+		h.VCs[vc.Name] = vc.Engine.History()
+	}
+	if d.Opp != nil {
+		h.Opportunistic = d.Opp.History()
+	}
+	return json.Marshal(h)
+}
+
+// UnmarshalHistory restores MarshalHistory's output: each VC's engine takes
+// its own history (a VC not in it starts fresh). It fails on another
+// decider's history or a VC whose policy changed.
+func (d *Engines) UnmarshalHistory(b []byte) error {
+	var h history
+	if err := json.Unmarshal(b, &h); err != nil {
+		return fmt.Errorf("round: history: %w", err)
+	}
+	if h.Kind != historyKind {
+		return fmt.Errorf("round: not a per-VC history (kind %q)", h.Kind)
+	}
+	// Check every policy first: all engines take their history, or none.
+	for _, vc := range d.VCs {
+		if eh := h.VCs[vc.Name]; eh != nil && eh.Policy != vc.Engine.History().Policy {
+			return fmt.Errorf("round: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, vc.Engine.History().Policy)
+		}
+	}
+	if d.Opp != nil && h.Opportunistic != nil && h.Opportunistic.Policy != d.Opp.History().Policy {
+		return fmt.Errorf("round: opportunistic: history of policy %q", h.Opportunistic.Policy)
+	}
+	for _, vc := range d.VCs {
+		if eh := h.VCs[vc.Name]; eh != nil {
+			if err := vc.Engine.SetHistory(eh); err != nil {
+				return fmt.Errorf("round: vc %s: %w", vc.Name, err)
+			}
+		}
+	}
+	if d.Opp != nil && h.Opportunistic != nil {
+		if err := d.Opp.SetHistory(h.Opportunistic); err != nil {
+			return fmt.Errorf("round: opportunistic: %w", err)
+		}
+	}
+	return nil
+}
