@@ -56,6 +56,7 @@ type simulator struct {
 	windowDone  int
 	idleRounds  int
 	peakActive  int
+	faults      *faultState // nil without fault injection (faults.go)
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -73,6 +74,9 @@ func Run(src Source, o Options) (*Result, error) {
 		return nil, fmt.Errorf("sim: window end before start")
 	}
 	if err := s.buildCluster(); err != nil {
+		return nil, err
+	}
+	if err := s.initFaults(); err != nil {
 		return nil, err
 	}
 	eng, err := engine.New(o.Engine)
@@ -99,6 +103,7 @@ func Run(src Source, o Options) (*Result, error) {
 		}
 	}
 	res := s.result()
+	s.faultResult(res)
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -198,7 +203,9 @@ func (s *simulator) isoTput(js *jobState, n int) float64 {
 }
 
 func (s *simulator) step() error {
-	// Advance the clock: to the end of the round, else to the next arrival.
+	s.beforeStep()
+	// Advance the clock: to the end of the round, else to the next arrival
+	// (or fault event).
 	if len(s.running) > 0 {
 		end := s.now
 		for _, m := range s.running {
@@ -211,19 +218,20 @@ func (s *simulator) step() error {
 		s.now = end
 		s.idleRounds = 0
 	} else if s.pending != nil && s.pending.ArrivalS > s.now {
-		s.now = s.pending.ArrivalS
+		s.now = math.Min(s.pending.ArrivalS, s.nextFaultS())
 	} else if s.pending == nil || s.pending.ArrivalS <= s.now {
 		if len(s.active) > 0 && s.rounds > 0 {
 			// Nothing ran and nothing arrives: idle for a round (a recompute
 			// may be throttled), and give up if that never ends.
 			s.idleRounds++
-			if s.idleRounds > 10000 {
+			if s.idleRounds > 10000 && !s.recoveryScheduled() {
 				return fmt.Errorf("sim: t=%.0f: %d active jobs can never run", s.now, len(s.active))
 			}
-			s.now += s.o.Engine.RoundS
+			s.now = s.idleUntil(s.now + s.o.Engine.RoundS)
 		}
 	}
 	s.complete()
+	s.faultsUntil(s.now)
 	for s.pending != nil && s.pending.ArrivalS <= s.now {
 		s.addJob(*s.pending)
 		if err := s.fetch(); err != nil {
@@ -423,7 +431,7 @@ func (s *simulator) mechanism(snap *engine.Snapshot) error {
 			}
 			now[js.id] = gpuKey
 		}
-		m.finish = s.now
+		m.finish, m.cost, m.tput = s.now, cost, tput
 		for i, js := range jobs {
 			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
 			m.steps = append(m.steps, steps)
