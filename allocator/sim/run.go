@@ -56,7 +56,8 @@ type simulator struct {
 	windowDone  int
 	idleRounds  int
 	peakActive  int
-	steps       int // clock ticks (Next)
+	steps       int         // clock ticks (Next)
+	faults      *faultState // nil without fault injection (faults.go)
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -74,6 +75,9 @@ func Run(src Source, o Options) (*Result, error) {
 		return nil, fmt.Errorf("sim: window end before start")
 	}
 	if err := s.buildCluster(); err != nil {
+		return nil, err
+	}
+	if err := s.initFaults(); err != nil {
 		return nil, err
 	}
 	eng, err := engine.New(o.Engine)
@@ -98,6 +102,7 @@ func Run(src Source, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := s.result()
+	s.faultResult(res)
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -220,7 +225,9 @@ func (s *simulator) Next(context.Context) bool {
 // the jobs that arrived and reports the snapshot; nil while no job is
 // active.
 func (s *simulator) Observe() (*engine.Snapshot, error) {
-	// Advance the clock: to the end of the round, else to the next arrival.
+	s.beforeStep()
+	// Advance the clock: to the end of the round, else to the next arrival
+	// (or fault event).
 	if len(s.running) > 0 {
 		end := s.now
 		for _, m := range s.running {
@@ -233,19 +240,20 @@ func (s *simulator) Observe() (*engine.Snapshot, error) {
 		s.now = end
 		s.idleRounds = 0
 	} else if s.pending != nil && s.pending.ArrivalS > s.now {
-		s.now = s.pending.ArrivalS
+		s.now = math.Min(s.pending.ArrivalS, s.nextFaultS())
 	} else if s.pending == nil || s.pending.ArrivalS <= s.now {
 		if len(s.active) > 0 && s.rounds > 0 {
 			// Nothing ran and nothing arrives: idle for a round (a recompute
 			// may be throttled), and give up if that never ends.
 			s.idleRounds++
-			if s.idleRounds > 10000 {
+			if s.idleRounds > 10000 && !s.recoveryScheduled() {
 				return nil, fmt.Errorf("sim: t=%.0f: %d active jobs can never run", s.now, len(s.active))
 			}
-			s.now += s.o.Engine.RoundS
+			s.now = s.idleUntil(s.now + s.o.Engine.RoundS)
 		}
 	}
 	s.complete()
+	s.faultsUntil(s.now)
 	for s.pending != nil && s.pending.ArrivalS <= s.now {
 		s.addJob(*s.pending)
 		if err := s.fetch(); err != nil {
@@ -450,7 +458,7 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			}
 		}
 		intents = intents[len(a.Jobs):]
-		m.finish = s.now
+		m.finish, m.cost, m.tput = s.now, cost, tput
 		for i, js := range jobs {
 			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
 			m.steps = append(m.steps, steps)

@@ -5,7 +5,8 @@
 //
 // A round runs each placed unit for min(⌊T·round⌋, remaining) steps; the
 // round ends at the latest finish among its micro-tasks; arrivals join at
-// round boundaries; when nothing runs the clock jumps to the next arrival.
+// round boundaries; when nothing runs the clock jumps to the next arrival
+// (or fault event: faults.go).
 // JCT is the finish of a job's last step minus its exact arrival time.
 package sim
 
@@ -17,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -116,6 +118,13 @@ type Options struct {
 	MaxActive int
 	// Progress, if set, is called after every round.
 	Progress func(now float64, rounds, active, done int)
+	// Faults, if set, fails and recovers GPUs at the schedule's times
+	// (faults.go); its targets name GPUs and servers per type as the
+	// cluster is laid out. Not with Ideal.
+	Faults *faults.Schedule
+	// observe, if set (tests), sees the simulator at the start of every
+	// step: s.running is the round in progress.
+	observe func(*simulator)
 }
 
 type jobState struct {
@@ -143,6 +152,8 @@ type micro struct {
 	steps   []float64
 	finish  float64
 	pairKey string
+	cost    float64    // seconds lost to start/preemption cost
+	tput    [2]float64 // per job, steps/s
 }
 
 // JobResult is one job's outcome.
@@ -183,7 +194,11 @@ type Result struct {
 	FTFRhoFracGt1 float64 `json:"ftf_rho_frac_gt_1"`
 	CostUSD       float64 `json:"cost_usd"`
 	SLOViolations *int    `json:"slo_violations,omitempty"`
-	EndS          float64 `json:"end_s"`
+	// GPUFailures counts GPUs that went from healthy to failed and
+	// FaultInterruptions the micro-tasks cut by a failure (--faults only).
+	GPUFailures        int     `json:"gpu_failures,omitempty"`
+	FaultInterruptions int     `json:"fault_interruptions,omitempty"`
+	EndS               float64 `json:"end_s"`
 	// PeakActive is the most jobs active at once (arrived, unfinished).
 	PeakActive int         `json:"peak_active"`
 	Finished   bool        `json:"finished"`

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/cli"
 	"github.com/mattn/go-isatty"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -25,6 +26,7 @@ func init() {
 type simulateCmd struct {
 	base
 	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
+	faultsFile                                                              string
 	perServer, jobs, maxActive                                              int
 	rate, round, preempt, startCost, maxTime                                float64
 	seed                                                                    int64
@@ -59,6 +61,7 @@ func newSimulate() *simulateCmd {
 	c.vc.register(f)
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
 	return c
 }
 
@@ -93,6 +96,9 @@ func (c *simulateCmd) Run(args []string) int {
 		return code
 	}
 	if c.vc.config != "" {
+		if c.faultsFile != "" {
+			return c.fail(fmt.Errorf("--faults is not supported with --vc-config yet"))
+		}
 		return c.runVC()
 	}
 	if c.policy == "" {
@@ -117,6 +123,11 @@ func (c *simulateCmd) Run(args []string) int {
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive,
+	}
+	if c.faultsFile != "" {
+		if o.Faults, err = faults.ReadFile(c.faultsFile); err != nil {
+			return c.fail(err)
+		}
 	}
 	var src sim.Source
 	switch c.traceArg {
@@ -192,6 +203,10 @@ func (c *simulateCmd) Run(args []string) int {
 			res.Policy, res.JobsDone, res.JobsInWindow, res.AvgJCTS/3600, res.P50JCTS/3600, res.P99JCTS/3600, res.MakespanS/3600)
 		fmt.Fprintf(c.stdout, "utilization %.3f, %d rounds, %d recomputes, %d preemptions, solve p50 %.1f ms max %.1f ms, cost $%.0f, wall %.1f s\n",
 			res.Utilization, res.Rounds, res.Recomputes, res.Preemptions, res.SolveMSP50, res.SolveMSMax, res.CostUSD, res.WallS)
+		if o.Faults != nil {
+			fmt.Fprintf(c.stdout, "faults: %d GPU failures, %d micro-tasks interrupted (preemptions include their jobs)\n",
+				res.GPUFailures, res.FaultInterruptions)
+		}
 	}
 	if !res.Finished {
 		fmt.Fprintf(c.stderr, "rondo simulate: stopped at t=%.0f s before every measured job finished\n", res.EndS)
