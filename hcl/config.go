@@ -7,7 +7,6 @@ package hcl
 
 import (
 	"fmt"
-	"github.com/rondo-sched/rondo/policies"
 	"math/big"
 	"net"
 	"net/url"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/rondo-sched/rondo/policies/names"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -120,8 +120,9 @@ type Entity struct {
 const DefaultVCPolicy = "max_min_fairness_perf"
 
 // ValidPolicy reports whether name is a policy (or alias) policies can run.
+// It reads the pure-Go name registry, not the solvers: hcl links no cgo.
 func ValidPolicy(name string) error {
-	_, err := policies.Canonical(name)
+	_, err := names.Canonical(name)
 	return err
 }
 

@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // Gavel's water-filling example: 4 identical jobs on 4 identical GPUs with
@@ -318,6 +320,19 @@ func TestGandivaPairsOnlyWhenOversubscribed(t *testing.T) {
 		}
 		if requested > 2*total && used == 0 {
 			t.Fatalf("trial %d: no pair used with %g GPUs requested of %g", trial, requested, total)
+		}
+	}
+}
+
+// TestRegistryMatchesNames: every name of the pure-Go registry that hcl
+// checks against has a solver, and every solver has a name there.
+func TestRegistryMatchesNames(t *testing.T) {
+	if len(registry) != len(names.Names()) {
+		t.Errorf("%d solvers, %d names", len(registry), len(names.Names()))
+	}
+	for _, n := range names.Names() {
+		if registry[n] == nil {
+			t.Errorf("policy %q has a name but no solver", n)
 		}
 	}
 }
