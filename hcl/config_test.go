@@ -242,3 +242,23 @@ vc "x" { quota = { "g" = 1 } }
 		t.Errorf("quota = %+v", q)
 	}
 }
+
+// TestQuotaProblems: every quota problem the cells package reports (one
+// check, shared with the allocator) comes back at its quota entry, in VC
+// and quota order: ambiguous, unknown, in no chain, oversubscribed (with a
+// pinned cell, from a cell or from a VC, taken out of the supply).
+func TestQuotaProblems(t *testing.T) {
+	_, diags := LoadPath("testdata/quota_problems.hcl")
+	want := []string{
+		`testdata/quota_problems.hcl:23:49: Quota exceeds cluster; vc "u": quota "big/node" = 1 but no physical cell holds a "node"`,
+		`testdata/quota_problems.hcl:23:25: Quota exceeds cluster; vc "u": quota "node/g" = 9; all VCs together claim 9 cells of level 1 in chain "node" but the cluster has 4 (sharing safety)`,
+		`testdata/quota_problems.hcl:23:13: Ambiguous quota; vc "u": cell type "pair" is in chains node, big; write "node/pair"`,
+		`testdata/quota_problems.hcl:23:39: Unknown cell type; vc "u": quota names "zz", not a declared cell_type`,
+		`testdata/quota_problems.hcl:26:25: Quota exceeds cluster; vc "v": quota "big/pair" = 1; all VCs together claim 1 cells of level 2 in chain "big" but the cluster has 0 (sharing safety)`,
+		`testdata/quota_problems.hcl:26:13: Quota exceeds cluster; vc "v": quota "node" = 1; all VCs together claim 13 cells of level 1 in chain "node" but the cluster has 4 (sharing safety)`,
+		`testdata/quota_problems.hcl:29:13: Quota exceeds cluster; vc "w": quota "node/pair" = 3; all VCs together claim 5 cells of level 2 in chain "node" but the cluster has 2 (sharing safety)`,
+	}
+	if got := strings.Split(FormatDiagnostics(diags), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

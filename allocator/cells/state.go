@@ -256,7 +256,9 @@ func (a *Allocator) checkLowerBindings(s *state, v int) error {
 	return nil
 }
 
-// safe checks sharing safety for every chain and level.
+// safe checks sharing safety for every chain and level on the state: free
+// cells against every VC's unbound virtual top cells (shortfall, the one
+// implementation CheckQuotas also uses).
 func (a *Allocator) safe(s *state) error {
 	for ch := range a.chains {
 		top := a.chains[ch].level
@@ -275,16 +277,8 @@ func (a *Allocator) safe(s *state) error {
 				}
 			}
 		}
-		gpus := a.chains[ch].gpus
-		for l := 1; l <= top; l++ {
-			have, want := 0, 0
-			for k := l; k <= top; k++ {
-				have += freeAt[k] * (gpus[k] / gpus[l])
-				want += need[k] * (gpus[k] / gpus[l])
-			}
-			if have < want {
-				return fmt.Errorf("sharing safety: chain %s level %d has %d free cells, VCs may claim %d", a.chains[ch].name, l, have, want)
-			}
+		if l, want, have := shortfall(a.chains[ch].gpus, freeAt, need, top); l > 0 {
+			return fmt.Errorf("sharing safety: chain %s level %d has %d free cells, VCs may claim %d", a.chains[ch].name, l, have, want)
 		}
 	}
 	return nil

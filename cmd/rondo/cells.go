@@ -106,31 +106,7 @@ func readRequests(data []byte) ([]planRequest, error) {
 }
 
 // specFromConfig turns a validated config into the allocator's spec.
-func specFromConfig(cfg *rhcl.Config) cells.Spec {
-	var s cells.Spec
-	for _, ct := range cfg.CellTypes {
-		s.Types = append(s.Types, cells.CellType{Name: ct.Name, Child: ct.Child, Count: ct.Count, Node: ct.Node, GPUType: ct.GPUType})
-	}
-	pinned := map[string]string{}
-	for _, v := range cfg.VCs {
-		for _, p := range v.Pinned {
-			pinned[p] = v.Name
-		}
-		vc := cells.VC{Name: v.Name}
-		for _, q := range v.Quota {
-			vc.Quota = append(vc.Quota, cells.Quota{Chain: q.Chain, Type: q.Type, Count: q.Count})
-		}
-		s.VCs = append(s.VCs, vc)
-	}
-	for _, c := range cfg.Cells {
-		p := c.Pinned
-		if p == "" {
-			p = pinned[c.Name]
-		}
-		s.Cells = append(s.Cells, cells.TopCell{Name: c.Name, Type: c.Type, Pinned: p, Bad: c.Bad})
-	}
-	return s
-}
+func specFromConfig(cfg *rhcl.Config) cells.Spec { return cfg.CellSpec() }
 
 // planLine is one output event; fields print in this order.
 type planLine struct {
