@@ -81,6 +81,30 @@ func Validate(cfg *Config) hcl.Diagnostics {
 		vcs[v.Name] = v
 	}
 
+	// Quota-only shares (gpus) are for a config without cells, and then
+	// for every VC: cells guarantee quotas by sharing safety on physical
+	// cells, a GPU count over the whole cluster cannot be checked against
+	// them, and a VC without a share beside VCs with one is unspecified.
+	var withGPUs *VC
+	for i := range cfg.VCs {
+		if v := &cfg.VCs[i]; v.GPUs != nil {
+			withGPUs = v
+			if len(cfg.Cells) > 0 {
+				diags = append(diags, errAt(v.GPUsRange, "Quota-only share with cells",
+					fmt.Sprintf("vc %q: gpus is a quota-only share for a config without cells, but cell %q is declared at %s; give the VC a quota of cells",
+						v.Name, cfg.Cells[0].Name, pos(cfg.Cells[0].Range))))
+			}
+		}
+	}
+	if withGPUs != nil && len(cfg.Cells) == 0 {
+		for i := range cfg.VCs {
+			if v := &cfg.VCs[i]; v.GPUs == nil && len(v.Quota) == 0 {
+				diags = append(diags, errAt(v.Range, "Missing gpus",
+					fmt.Sprintf("vc %q has no gpus but vc %q has a quota-only share; in a quota-only config every VC declares gpus", v.Name, withGPUs.Name)))
+			}
+		}
+	}
+
 	cellByName := map[string]*Cell{}
 	pinnedBy := map[string]string{}
 	for i := range cfg.Cells {
