@@ -207,7 +207,7 @@ func TestInvalidInput(t *testing.T) {
 		"negative throughput": `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":-1},"scale_factor":1}]}`,
 		"zero GPUs":           `{"gpu_types":{"v100":{"count":0}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1}]}`,
 		"unknown type":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"h100":1},"scale_factor":1}]}`,
-		"duplicate id":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":1}},{"id":"a","throughput":{"v100":1}}]}`,
+		"duplicate id":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1},{"id":"a","throughput":{"v100":1},"scale_factor":1}]}`,
 		"unknown field":       `{"gpu_types":{"v100":{"count":1}},"jobz":[]}`,
 		"not json":            `{"gpu_types":`,
 	}
@@ -217,11 +217,11 @@ func TestInvalidInput(t *testing.T) {
 		}
 	}
 	// NaN cannot be written in JSON; check Validate directly.
-	p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": math.NaN()}}}}
+	p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": math.NaN()}, ScaleFactor: 1}}}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "throughput.v100") {
 		t.Errorf("NaN throughput: %v", err)
 	}
-	ok := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": 1}}}}
+	ok := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": 1}, ScaleFactor: 1}}}
 	if _, err := Solve("no_such_policy", ok); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 		t.Errorf("unknown policy: %v", err)
 	}
@@ -333,6 +333,32 @@ func TestRegistryMatchesNames(t *testing.T) {
 	for _, n := range names.Names() {
 		if registry[n] == nil {
 			t.Errorf("policy %q has a name but no solver", n)
+		}
+	}
+}
+
+// TestScaleFactorBelowOne: a job with scale_factor 0 (or missing, or
+// negative) is refused, naming the job and the field; it used to get one GPU.
+func TestScaleFactorBelowOne(t *testing.T) {
+	for _, c := range []struct{ js, want string }{
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1},{"id":"b","throughput":{"v100":1},"scale_factor":0}]}`,
+			"jobs[1] (b).scale_factor: must be at least 1, got 0"},
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1}}]}`,
+			"jobs[0] (a).scale_factor: must be at least 1, got 0"},
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":-2}]}`,
+			"jobs[0] (a).scale_factor: must be at least 1, got -2"},
+	} {
+		if _, err := ReadProblem(strings.NewReader(c.js)); err == nil || err.Error() != c.want {
+			t.Errorf("ReadProblem: %v, want %q", err, c.want)
+		}
+		var p Problem
+		if err := json.Unmarshal([]byte(c.js), &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"max_min_fairness_perf", "fifo", "isolated"} {
+			if a, err := Solve(name, &p); err == nil || err.Error() != c.want {
+				t.Errorf("Solve(%s) = %v, %v; want error %q", name, a, err, c.want)
+			}
 		}
 	}
 }

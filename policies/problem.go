@@ -131,8 +131,10 @@ func (p *Problem) validate() ([][2]int32, error) {
 			return nil, fmt.Errorf("%s.id: duplicate job id", where())
 		}
 		seen[j.ID] = i
-		if j.ScaleFactor < 0 {
-			return nil, fmt.Errorf("%s.scale_factor: negative (%d)", where(), j.ScaleFactor)
+		if j.ScaleFactor < 1 {
+			// A job runs on at least one GPU; 0 (or a missing field) is an
+			// error, not a silent single GPU.
+			return nil, fmt.Errorf("%s.scale_factor: must be at least 1, got %d", where(), j.ScaleFactor)
 		}
 		if badNumber(j.Weight) || j.Weight < 0 {
 			return nil, fmt.Errorf("%s.weight: must be a non-negative number", where())
@@ -283,10 +285,7 @@ func newIndexedInstance(p *Problem, pairJobs [][2]int32) *instance {
 	in.jobs = p.Jobs
 	for _, j := range p.Jobs {
 		in.ids = append(in.ids, j.ID)
-		sf := float64(j.ScaleFactor)
-		if sf == 0 {
-			sf = 1
-		}
+		sf := float64(max(j.ScaleFactor, 1)) // validated ≥ 1; tests build instances directly
 		row := make([]float64, len(in.types))
 		for k, name := range in.types {
 			row[k] = j.Throughput[name]
