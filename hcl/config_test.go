@@ -179,7 +179,7 @@ func TestJobPolicy(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(FormatDiagnostics(diags))
 	}
-	want := JobPolicy{VC: "research", User: "alice", Priority: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
+	want := JobPolicy{VC: "research", User: "alice", Class: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
 	if p != want {
 		t.Fatalf("policy = %+v, want %+v", p, want)
 	}
@@ -219,7 +219,7 @@ func TestJobPolicyErrors(t *testing.T) {
 		}
 	}
 	p, err := PolicyFromMeta(map[string]string{MetaVC: "a", "other": "x"})
-	if err != nil || p.Priority != Guaranteed || p.Weight != 1 {
+	if err != nil || p.Class != Guaranteed || p.Weight != 1 {
 		t.Errorf("defaults = %+v, %v", p, err)
 	}
 }

@@ -34,10 +34,10 @@ type vcInfo struct {
 
 // Request asks for a gang: each member needs Members[i] GPUs inside one node.
 type Request struct {
-	ID       string
-	VC       string // ignored for opportunistic requests except for reporting
-	Priority Priority
-	Members  []int
+	ID      string
+	VC      string // ignored for opportunistic requests except for reporting
+	Class   Class
+	Members []int
 	// GPUType, when set, restricts the gang to leaves of that GPU type (a
 	// round engine chose the type: its received-time accounting and
 	// priorities are per type).
@@ -296,7 +296,7 @@ func (a *Allocator) Allocate(r Request) (Placement, error) {
 	t := a.s.clone()
 	var victims []string
 	var err error
-	switch r.Priority {
+	switch r.Class {
 	case Guaranteed:
 		v, ok := a.vcIdx[r.VC]
 		if !ok {
@@ -306,7 +306,7 @@ func (a *Allocator) Allocate(r Request) (Placement, error) {
 	case Opportunistic:
 		err = a.placeOpportunistic(t, r)
 	default:
-		return Placement{}, fmt.Errorf("request %q: unknown priority %d", r.ID, r.Priority)
+		return Placement{}, fmt.Errorf("request %q: unknown class %d", r.ID, r.Class)
 	}
 	if err != nil {
 		return Placement{}, err
@@ -347,7 +347,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 	if virt == nil {
 		return nil, ErrWait
 	}
-	g := &gang{id: r.ID, vc: v, prio: Guaranteed, virt: virt, phys: make([][]int, len(virt)), seq: s.seq}
+	g := &gang{id: r.ID, vc: v, class: Guaranteed, virt: virt, phys: make([][]int, len(virt)), seq: s.seq}
 	s.seq++
 	var victims []string
 	for m, leaves := range virt {
@@ -364,7 +364,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 				return nil, ErrWait // freshly bound onto a bad cell: no healthy supply left
 			}
 			if owner := s.leafGang[pl]; owner != "" {
-				if s.gangs[owner].prio != Opportunistic {
+				if s.gangs[owner].class != Opportunistic {
 					return nil, fmt.Errorf("cells: leaf %s of vc %s held by guaranteed gang %s", a.phys.cells[a.phys.leaves[pl]].addr, a.vcs[v].name, owner)
 				}
 				victims = append(victims, owner)
@@ -411,7 +411,7 @@ func (a *Allocator) placeOpportunistic(s *state, r Request) error {
 			s.leafGang[l] = r.ID
 		}
 	}
-	s.gangs[r.ID] = &gang{id: r.ID, vc: -1, prio: Opportunistic, phys: phys, seq: s.seq}
+	s.gangs[r.ID] = &gang{id: r.ID, vc: -1, class: Opportunistic, phys: phys, seq: s.seq}
 	s.seq++
 	return nil
 }
@@ -437,7 +437,7 @@ func (a *Allocator) releaseGang(s *state, id string) {
 			s.leafGang[l] = ""
 		}
 	}
-	if g.prio != Guaranteed {
+	if g.class != Guaranteed {
 		return
 	}
 	f := &a.virt[g.vc]

@@ -144,7 +144,7 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 			in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: startEvent(st), GPUType: a.Type,
 				GPUs: a.GPUs, Node: b.nodeNames(a.Servers), Priority: GuaranteedPriority,
 				JobModifyIndex: deref(st.job.JobModifyIndex)}
-			if st.policy.Priority == hcl.Opportunistic {
+			if st.policy.Class == hcl.Opportunistic {
 				in.Priority = OpportunisticPriority
 			}
 			out = append(out, in)
@@ -156,7 +156,7 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 			continue
 		}
 		act := "suspend"
-		if st.policy.Priority == hcl.Opportunistic {
+		if st.policy.Class == hcl.Opportunistic {
 			act = "preempt"
 		}
 		out = append(out, state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: act,
@@ -260,7 +260,7 @@ func (b *Backend) JobClass(id string) (vc string, opportunistic, ok bool) {
 	if st == nil || st.job == nil {
 		return "", false, false
 	}
-	return st.policy.VC, st.policy.Priority == hcl.Opportunistic, true
+	return st.policy.VC, st.policy.Class == hcl.Opportunistic, true
 }
 
 // AllocJob returns the job an allocation belongs to (the lease API's check

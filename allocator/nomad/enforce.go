@@ -265,7 +265,7 @@ func (b *Backend) suspend(id, event string) error {
 	if st == nil {
 		return fmt.Errorf("nomad: suspend %s: unknown job", id)
 	}
-	if event == "suspend" && st.policy.Priority == hcl.Opportunistic {
+	if event == "suspend" && st.policy.Class == hcl.Opportunistic {
 		event = "preempt"
 	}
 	if err := b.scaleZero(id, "rondo: "+event); err != nil {
@@ -332,7 +332,7 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	pool := b.poolOf(a.Servers)
 	job.NodePool = &pool
 	prio := GuaranteedPriority
-	if st.policy.Priority == hcl.Opportunistic {
+	if st.policy.Class == hcl.Opportunistic {
 		prio = OpportunisticPriority
 	}
 	job.Priority = &prio
@@ -489,7 +489,7 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 			pool := b.poolOf(a.Servers)
 			job.NodePool = &pool
 			prio := GuaranteedPriority
-			if st.policy.Priority == hcl.Opportunistic {
+			if st.policy.Class == hcl.Opportunistic {
 				prio = OpportunisticPriority
 			}
 			job.Priority = &prio
