@@ -7,16 +7,17 @@ package hcl
 
 import (
 	"fmt"
-	"github.com/rondo-sched/rondo/policies"
 	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/rondo-sched/rondo/policies/names"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
 )
@@ -86,16 +87,24 @@ type Cell struct {
 	Range      hcl.Range
 }
 
-// VC is a virtual cluster: a quota of cells per cell type and the policy that
+// VC is a virtual cluster: a quota of cells per cell type (or, in a config
+// without cells, a quota-only share of GPUs per type) and the policy that
 // shares them among its jobs.
 type VC struct {
-	Name     string
-	Quota    []Quota // sorted by cell type name
-	Policy   string
-	Weight   float64
-	Entities []Entity
-	Pinned   []string // names of physical top cells pinned to this VC
-	Range    hcl.Range
+	Name  string
+	Quota []Quota // sorted by cell type name
+	// GPUs is a quota-only share: GPUs per GPU type, enforced as a quota
+	// over the whole cluster (nil when the VC has no gpus field). Only in a
+	// config without cells, and then every VC declares one (QuotaOnly).
+	GPUs map[string]int
+	// GPUsRange is the gpus attribute's name; GPURanges each entry's range.
+	GPUsRange hcl.Range
+	GPURanges map[string]hcl.Range
+	Policy    string
+	Weight    float64
+	Entities  []Entity
+	Pinned    []string // names of physical top cells pinned to this VC
+	Range     hcl.Range
 }
 
 // Quota is a number of cells of one type.
@@ -120,8 +129,9 @@ type Entity struct {
 const DefaultVCPolicy = "max_min_fairness_perf"
 
 // ValidPolicy reports whether name is a policy (or alias) policies can run.
+// It reads the pure-Go name registry, not the solvers: hcl links no cgo.
 func ValidPolicy(name string) error {
-	_, err := policies.Canonical(name)
+	_, err := names.Canonical(name)
 	return err
 }
 
@@ -402,7 +412,7 @@ func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
 func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, Range: b.DefRange}
 	content, diags := b.Body.Content(&hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}},
+		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
@@ -434,6 +444,13 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 				diags = append(diags, errAt(v.Quota[i].Range, "Duplicate name",
 					fmt.Sprintf("vc %q: quota names %q twice", v.Name, v.Quota[i].CellType)))
 			}
+		}
+	}
+	if a, ok := content.Attributes["gpus"]; ok {
+		diags = append(diags, decodeGPUs(a, &v)...)
+		if _, both := content.Attributes["quota"]; both {
+			diags = append(diags, errAt(a.NameRange, "Conflicting fields",
+				fmt.Sprintf("vc %q: set quota (cells) or gpus (a quota-only share), not both", v.Name)))
 		}
 	}
 	if a, ok := content.Attributes["policy"]; ok {
@@ -486,6 +503,93 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		v.Entities = append(v.Entities, e)
 	}
 	return v, diags
+}
+
+// gpuTypeName is a GPU type as a quota-only share names it: a lowercase
+// identifier, as GPU types are named in traces and throughput tables.
+var gpuTypeName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// decodeGPUs reads a quota-only share, gpus = { v100 = 8, k80 = 4 }: each
+// key a GPU type, each value a positive whole number written as a number
+// (not a string), no type twice. Errors point at the entry at fault.
+func decodeGPUs(a *hcl.Attribute, v *VC) hcl.Diagnostics {
+	v.GPUsRange = a.NameRange
+	v.GPUs, v.GPURanges = map[string]int{}, map[string]hcl.Range{}
+	pairs, diags := hcl.ExprMap(a.Expr)
+	if diags.HasErrors() {
+		return hcl.Diagnostics{errAt(a.Expr.Range(), "Invalid gpus",
+			fmt.Sprintf("vc %q: gpus must be a map of GPU type to count, e.g. { v100 = 8, k80 = 4 }", v.Name))}
+	}
+	for _, kv := range pairs {
+		rng := hcl.RangeBetween(kv.Key.Range(), kv.Value.Range())
+		k, d := kv.Key.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		kc, err := convert.Convert(k, cty.String)
+		if err != nil || kc.IsNull() || !kc.IsKnown() || !gpuTypeName.MatchString(kc.AsString()) {
+			key := "this key"
+			if err == nil && !kc.IsNull() && kc.IsKnown() {
+				key = fmt.Sprintf("key %q", kc.AsString())
+			}
+			diags = append(diags, errAt(kv.Key.Range(), "Invalid gpus",
+				fmt.Sprintf("vc %q: gpus %s is not a GPU type (lowercase letters, digits, _ or -, starting with a letter)", v.Name, key)))
+			continue
+		}
+		name := kc.AsString()
+		if prev, dup := v.GPURanges[name]; dup {
+			diags = append(diags, errAt(rng, "Duplicate name",
+				fmt.Sprintf("vc %q: gpus names %q twice (first at %s)", v.Name, name, pos(prev))))
+			continue
+		}
+		v.GPURanges[name] = rng
+		val, d := kv.Value.Value(nil)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		bad := func(what string) {
+			diags = append(diags, errAt(kv.Value.Range(), "Invalid gpus",
+				fmt.Sprintf("vc %q: gpus %q = %s; want a positive whole number of GPUs", v.Name, name, what)))
+		}
+		switch {
+		case val.IsNull():
+			bad("null")
+			continue
+		case !val.IsWhollyKnown() || val.Type() != cty.Number:
+			what := "a " + val.Type().FriendlyName()
+			if val.IsWhollyKnown() && val.Type() == cty.String {
+				what = fmt.Sprintf("%q, a string", val.AsString())
+			}
+			bad(what)
+			continue
+		}
+		n, acc := val.AsBigFloat().Int64()
+		if acc != big.Exact || n <= 0 || n > 1<<31 {
+			bad(val.AsBigFloat().Text('g', -1))
+			continue
+		}
+		v.GPUs[name] = int(n)
+	}
+	if len(pairs) == 0 && !diags.HasErrors() {
+		diags = append(diags, errAt(a.Expr.Range(), "Invalid gpus",
+			fmt.Sprintf("vc %q: gpus names no GPU type; a quota-only share is at least one type = count", v.Name)))
+	}
+	return diags
+}
+
+// QuotaOnly reports whether the VCs hold quota-only shares (gpus per GPU
+// type over the whole cluster, no cells). Validate makes it all or nothing:
+// no cells and every VC with gpus. A config with one VC and neither quota
+// nor gpus is not quota-only: one engine runs the whole cluster.
+func (c *Config) QuotaOnly() bool {
+	for _, v := range c.VCs {
+		if v.GPUs != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func errAt(r hcl.Range, summary, detail string) *hcl.Diagnostic {

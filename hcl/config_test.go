@@ -83,6 +83,16 @@ func TestMalformed(t *testing.T) {
 		{"tasks_bad_lease.hcl", "3:21", "Invalid lease_address", "tasks cannot dial 0.0.0.0"},
 		{"tasks_no_port.hcl", "2:19", "Invalid lease_address", "must be http://host:port"},
 		{"tasks_duplicate.hcl", "5:1", "Duplicate tasks block", "already declared at testdata/tasks_duplicate.hcl:1"},
+		{"gpus_negative.hcl", "2:19", "Invalid gpus", `vc "a": gpus "v100" = -2`},
+		{"gpus_zero.hcl", "2:28", "Invalid gpus", `vc "a": gpus "k80" = 0`},
+		{"gpus_fraction.hcl", "2:19", "Invalid gpus", `vc "a": gpus "v100" = 1.5`},
+		{"gpus_string.hcl", "2:19", "Invalid gpus", `vc "a": gpus "v100" = "8", a string`},
+		{"gpus_duplicate.hcl", "4:5", "Duplicate name", `vc "a": gpus names "v100" twice (first at testdata/gpus_duplicate.hcl:3:5)`},
+		{"gpus_bad_type.hcl", "2:12", "Invalid gpus", `vc "a": gpus key "V100" is not a GPU type`},
+		{"gpus_not_map.hcl", "2:10", "Invalid gpus", `vc "a": gpus must be a map`},
+		{"gpus_and_quota.hcl", "3:3", "Conflicting fields", `vc "a": set quota (cells) or gpus`},
+		{"gpus_with_cells.hcl", "9:3", "Quota-only share with cells", `vc "a": gpus is a quota-only share for a config without cells, but cell "n0"`},
+		{"gpus_missing.hcl", "4:1", "Missing gpus", `vc "b" has no gpus but vc "a"`},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {
@@ -169,7 +179,7 @@ func TestJobPolicy(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(FormatDiagnostics(diags))
 	}
-	want := JobPolicy{VC: "research", User: "alice", Priority: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
+	want := JobPolicy{VC: "research", User: "alice", Class: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
 	if p != want {
 		t.Fatalf("policy = %+v, want %+v", p, want)
 	}
@@ -209,7 +219,7 @@ func TestJobPolicyErrors(t *testing.T) {
 		}
 	}
 	p, err := PolicyFromMeta(map[string]string{MetaVC: "a", "other": "x"})
-	if err != nil || p.Priority != Guaranteed || p.Weight != 1 {
+	if err != nil || p.Class != Guaranteed || p.Weight != 1 {
 		t.Errorf("defaults = %+v, %v", p, err)
 	}
 }
@@ -240,5 +250,59 @@ vc "x" { quota = { "g" = 1 } }
 	}
 	if q := cfg.VCs[0].Quota[0]; q.Chain != "node" || q.Type != "g" {
 		t.Errorf("quota = %+v", q)
+	}
+}
+
+// TestQuotaProblems: every quota problem the cells package reports (one
+// check, shared with the allocator) comes back at its quota entry, in VC
+// and quota order: ambiguous, unknown, in no chain, oversubscribed (with a
+// pinned cell, from a cell or from a VC, taken out of the supply).
+func TestQuotaProblems(t *testing.T) {
+	_, diags := LoadPath("testdata/quota_problems.hcl")
+	want := []string{
+		`testdata/quota_problems.hcl:23:49: Quota exceeds cluster; vc "u": quota "big/node" = 1 but no physical cell holds a "node"`,
+		`testdata/quota_problems.hcl:23:25: Quota exceeds cluster; vc "u": quota "node/g" = 9; all VCs together claim 9 cells of level 1 in chain "node" but the cluster has 4 (sharing safety)`,
+		`testdata/quota_problems.hcl:23:13: Ambiguous quota; vc "u": cell type "pair" is in chains node, big; write "node/pair"`,
+		`testdata/quota_problems.hcl:23:39: Unknown cell type; vc "u": quota names "zz", not a declared cell_type`,
+		`testdata/quota_problems.hcl:26:25: Quota exceeds cluster; vc "v": quota "big/pair" = 1; all VCs together claim 1 cells of level 2 in chain "big" but the cluster has 0 (sharing safety)`,
+		`testdata/quota_problems.hcl:26:13: Quota exceeds cluster; vc "v": quota "node" = 1; all VCs together claim 13 cells of level 1 in chain "node" but the cluster has 4 (sharing safety)`,
+		`testdata/quota_problems.hcl:29:13: Quota exceeds cluster; vc "w": quota "node/pair" = 3; all VCs together claim 5 cells of level 2 in chain "node" but the cluster has 2 (sharing safety)`,
+	}
+	if got := strings.Split(FormatDiagnostics(diags), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestQuotaOnly: VCs with gpus and no cells parse to per-type shares with
+// each entry's range; a config with cells, or one VC with no quota at all
+// (one engine for the cluster), is not quota-only.
+func TestQuotaOnly(t *testing.T) {
+	cfg, diags := LoadPath("testdata/quota_only.hcl")
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if !cfg.QuotaOnly() {
+		t.Error("quota_only.hcl is not QuotaOnly")
+	}
+	r, p := cfg.VCs[0], cfg.VCs[1]
+	if len(r.GPUs) != 2 || r.GPUs["v100"] != 8 || r.GPUs["k80"] != 4 || r.Policy != "max_min_fairness_perf" {
+		t.Errorf("research = %+v", r)
+	}
+	if len(p.GPUs) != 1 || p.GPUs["v100"] != 2 || p.Policy != "fifo" || p.Weight != 2 || len(p.Quota) != 0 {
+		t.Errorf("prod = %+v", p)
+	}
+	if got := pos(r.GPURanges["k80"]); got != "testdata/quota_only.hcl:4:24" {
+		t.Errorf("k80 entry at %s", got)
+	}
+	if got := pos(r.GPUsRange); got != "testdata/quota_only.hcl:4:3" {
+		t.Errorf("gpus attribute at %s", got)
+	}
+	ex, diags := LoadPath("testdata/example.hcl")
+	if diags.HasErrors() || ex.QuotaOnly() {
+		t.Errorf("example.hcl: QuotaOnly with cells, or %s", FormatDiagnostics(diags))
+	}
+	one, diags := Parse(Source{Name: "one.hcl", Src: []byte(`vc "all" { policy = "las" }`)})
+	if diags.HasErrors() || one.QuotaOnly() || len(one.VCs) != 1 || one.VCs[0].GPUs != nil {
+		t.Errorf("one VC without quota: %v %+v", FormatDiagnostics(diags), one)
 	}
 }

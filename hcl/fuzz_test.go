@@ -20,6 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`vc "a" { quota = { x = 1e400 } }`))
+	f.Add([]byte(`vc "a" { gpus = { x = 1e400, y = -1e-400 } }`))
 	f.Add([]byte(`cell_type "a" { child = "a"
 count = 2 }`))
 	f.Add([]byte(`round_seconds = -1`))

@@ -11,24 +11,26 @@ import (
 	"github.com/hashicorp/hcl/v2/hclparse"
 )
 
-// Priority of a job's cells: guaranteed work uses its VC's quota;
-// opportunistic work uses any free GPU and may be preempted.
-type Priority string
+// Class of a job: guaranteed work uses its VC's quota; opportunistic work
+// uses any free GPU and may be preempted. Users write it as `priority =`
+// and the rondo.priority meta (unchanged); in the code "priority" is
+// Gavel's only.
+type Class string
 
 const (
-	Guaranteed    Priority = "guaranteed"
-	Opportunistic Priority = "opportunistic"
+	Guaranteed    Class = "guaranteed"
+	Opportunistic Class = "opportunistic"
 )
 
 // JobPolicy is a job's `policy { ... }` stanza.
 type JobPolicy struct {
-	VC       string
-	User     string
-	Priority Priority
-	Weight   float64
-	Steps    int64
-	Model    string
-	SLO      time.Duration // 0: none
+	VC     string
+	User   string
+	Class  Class // the stanza's priority field
+	Weight float64
+	Steps  int64
+	Model  string
+	SLO    time.Duration // 0: none
 	// Elastic range in workers (group instances, each with the group's
 	// GPU count); both 0: not elastic.
 	ElasticMin, ElasticMax int
@@ -84,7 +86,7 @@ func ParseJobPolicy(filename string, src []byte) (JobPolicy, hcl.Diagnostics) {
 
 // DecodeJobPolicy decodes the body of a policy block.
 func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
-	p := JobPolicy{Priority: Guaranteed, Weight: 1}
+	p := JobPolicy{Class: Guaranteed, Weight: 1}
 	content, diags := body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "vc", Required: true}, {Name: "user"}, {Name: "priority"}, {Name: "weight"},
 		{Name: "steps"}, {Name: "model"}, {Name: "slo"}},
@@ -104,8 +106,8 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	str("model", &p.Model)
 	var prio, slo string
 	if a := str("priority", &prio); a != nil && prio != "" {
-		p.Priority = Priority(prio)
-		if p.Priority != Guaranteed && p.Priority != Opportunistic {
+		p.Class = Class(prio)
+		if p.Class != Guaranteed && p.Class != Opportunistic {
 			diags = append(diags, errAt(a.Expr.Range(), "Invalid priority",
 				fmt.Sprintf("priority = %q must be \"guaranteed\" or \"opportunistic\"", prio)))
 		}
@@ -191,7 +193,7 @@ func ParseElastic(v string) (int, int, error) {
 
 // ToMeta renders a policy as Nomad job meta; unset optional fields are left out.
 func (p JobPolicy) ToMeta() map[string]string {
-	m := map[string]string{MetaVC: p.VC, MetaPriority: string(p.Priority),
+	m := map[string]string{MetaVC: p.VC, MetaPriority: string(p.Class),
 		MetaWeight: strconv.FormatFloat(p.Weight, 'g', -1, 64)}
 	if p.User != "" {
 		m[MetaUser] = p.User
@@ -222,7 +224,7 @@ func (e *MetaError) Error() string { return fmt.Sprintf("meta %s = %q: %s", e.Ke
 // ignored; a missing rondo.vc is an error. Keys are checked in sorted order
 // so the first error is deterministic.
 func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
-	p := JobPolicy{Priority: Guaranteed, Weight: 1}
+	p := JobPolicy{Class: Guaranteed, Weight: 1}
 	keys := make([]string, 0, len(meta))
 	for k := range meta {
 		keys = append(keys, k)
@@ -241,10 +243,10 @@ func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
 		case MetaModel:
 			p.Model = v
 		case MetaPriority:
-			if Priority(v) != Guaranteed && Priority(v) != Opportunistic {
+			if Class(v) != Guaranteed && Class(v) != Opportunistic {
 				return p, &MetaError{k, v, `must be "guaranteed" or "opportunistic"`}
 			}
-			p.Priority = Priority(v)
+			p.Class = Class(v)
 		case MetaWeight:
 			w, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(w > 0) || w > 1e300 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/rondo-sched/rondo/allocator/cells"
 )
 
 // MaxCellGPUs bounds the GPUs of one cell type.
@@ -80,16 +81,40 @@ func Validate(cfg *Config) hcl.Diagnostics {
 		vcs[v.Name] = v
 	}
 
-	cells := map[string]*Cell{}
+	// Quota-only shares (gpus) are for a config without cells, and then
+	// for every VC: cells guarantee quotas by sharing safety on physical
+	// cells, a GPU count over the whole cluster cannot be checked against
+	// them, and a VC without a share beside VCs with one is unspecified.
+	var withGPUs *VC
+	for i := range cfg.VCs {
+		if v := &cfg.VCs[i]; v.GPUs != nil {
+			withGPUs = v
+			if len(cfg.Cells) > 0 {
+				diags = append(diags, errAt(v.GPUsRange, "Quota-only share with cells",
+					fmt.Sprintf("vc %q: gpus is a quota-only share for a config without cells, but cell %q is declared at %s; give the VC a quota of cells",
+						v.Name, cfg.Cells[0].Name, pos(cfg.Cells[0].Range))))
+			}
+		}
+	}
+	if withGPUs != nil && len(cfg.Cells) == 0 {
+		for i := range cfg.VCs {
+			if v := &cfg.VCs[i]; v.GPUs == nil && len(v.Quota) == 0 {
+				diags = append(diags, errAt(v.Range, "Missing gpus",
+					fmt.Sprintf("vc %q has no gpus but vc %q has a quota-only share; in a quota-only config every VC declares gpus", v.Name, withGPUs.Name)))
+			}
+		}
+	}
+
+	cellByName := map[string]*Cell{}
 	pinnedBy := map[string]string{}
 	for i := range cfg.Cells {
 		c := &cfg.Cells[i]
-		if prev, dup := cells[c.Name]; dup {
+		if prev, dup := cellByName[c.Name]; dup {
 			diags = append(diags, errAt(c.Range, "Duplicate name",
 				fmt.Sprintf("cell %q is already declared at %s", c.Name, pos(prev.Range))))
 			continue
 		}
-		cells[c.Name] = c
+		cellByName[c.Name] = c
 		ct := types[c.Type]
 		if ct == nil {
 			diags = append(diags, errAt(c.Range, "Unknown cell type",
@@ -128,7 +153,7 @@ func Validate(cfg *Config) hcl.Diagnostics {
 	for i := range cfg.VCs {
 		v := &cfg.VCs[i]
 		for _, p := range v.Pinned {
-			c := cells[p]
+			c := cellByName[p]
 			switch {
 			case c == nil:
 				diags = append(diags, errAt(v.Range, "Unknown cell", fmt.Sprintf("vc %q: pinned cell %q is not a declared cell", v.Name, p)))
@@ -143,72 +168,87 @@ func Validate(cfg *Config) hcl.Diagnostics {
 		return diags
 	}
 
-	// Sharing safety at start: per chain (physical top type) and level, the
-	// free cells must hold every VC's whole quota at once. VCs are added in
-	// declaration order, so the error points at the first quota that breaks it.
-	supply := map[string]int{} // chain top type -> unpinned top cells
-	var chains []string
-	for _, c := range cfg.Cells {
-		if _, ok := supply[c.Type]; !ok {
-			chains = append(chains, c.Type)
-			supply[c.Type] += 0
-		}
-		if pinnedBy[c.Name] == "" {
-			supply[c.Type]++
+	// Quotas resolve to chains and meet sharing safety at start: checked by
+	// the cells package (the allocator runs the same check), which names
+	// each failing quota by index so the error points at its entry.
+	qc, err := cells.CheckQuotas(cfg.CellSpec())
+	if err != nil { // the checks above should have caught it
+		return append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid cells", Detail: err.Error()})
+	}
+	for vi := range cfg.VCs {
+		for qi := range cfg.VCs[vi].Quota {
+			q := &cfg.VCs[vi].Quota[qi]
+			if ch := qc.Chains[vi][qi]; ch != "" {
+				_, q.Type = splitQuota(q.CellType)
+				q.Chain = ch
+			}
 		}
 	}
-	demand := map[string][]int{} // chain -> units per level (index = level) of cumulative claims
-	for i := range cfg.VCs {
-		v := &cfg.VCs[i]
-		for qi, q := range v.Quota {
-			tname, only := q.CellType, ""
-			if i := strings.Index(q.CellType, "/"); i >= 0 {
-				only, tname = q.CellType[:i], q.CellType[i+1:]
-			}
-			if types[tname] == nil {
-				diags = append(diags, errAt(q.Range, "Unknown cell type",
-					fmt.Sprintf("vc %q: quota names %q, not a declared cell_type", v.Name, tname)))
-				continue
-			}
-			var in []string
-			for _, ch := range chains {
-				if tree.Contains(ch, tname) && (only == "" || only == ch) {
-					in = append(in, ch)
-				}
-			}
-			if len(in) == 0 {
-				diags = append(diags, errAt(q.Range, "Quota exceeds cluster",
-					fmt.Sprintf("vc %q: quota %q = %d but no physical cell holds a %q", v.Name, q.CellType, q.Count, tname)))
-				continue
-			}
-			if len(in) > 1 {
-				diags = append(diags, errAt(q.Range, "Ambiguous quota",
-					fmt.Sprintf("vc %q: cell type %q is in chains %s; write \"%s/%s\"", v.Name, tname, strings.Join(in, ", "), in[0], tname)))
-				continue
-			}
-			q := &v.Quota[qi]
-			q.Chain, q.Type = in[0], tname
-			ch := in[0]
-			top := tree.Level(ch)
-			if demand[ch] == nil {
-				demand[ch] = make([]int, top+1)
-			}
-			ql := tree.Level(q.Type)
-			for l := 1; l <= ql; l++ {
-				demand[ch][l] += q.Count * tree.Count(q.Type, l)
-			}
-			for l := ql; l >= 1; l-- {
-				have := supply[ch] * tree.Count(ch, l)
-				if demand[ch][l] > have {
-					diags = append(diags, errAt(q.Range, "Quota exceeds cluster",
-						fmt.Sprintf("vc %q: quota %q = %d; all VCs together claim %d cells of level %d in chain %q but the cluster has %d (sharing safety)",
-							v.Name, q.CellType, q.Count, demand[ch][l], l, ch, have)))
-					break
-				}
-			}
+	for _, p := range qc.Problems {
+		v := &cfg.VCs[p.VC]
+		q := v.Quota[p.Quota]
+		_, tname := splitQuota(q.CellType)
+		var d *hcl.Diagnostic
+		switch p.Kind {
+		case cells.UnknownType:
+			d = errAt(q.Range, "Unknown cell type",
+				fmt.Sprintf("vc %q: quota names %q, not a declared cell_type", v.Name, tname))
+		case cells.NoCell:
+			d = errAt(q.Range, "Quota exceeds cluster",
+				fmt.Sprintf("vc %q: quota %q = %d but no physical cell holds a %q", v.Name, q.CellType, q.Count, tname))
+		case cells.Ambiguous:
+			d = errAt(q.Range, "Ambiguous quota",
+				fmt.Sprintf("vc %q: cell type %q is in chains %s; write \"%s/%s\"", v.Name, tname, strings.Join(p.Chains, ", "), p.Chains[0], tname))
+		default:
+			d = errAt(q.Range, "Quota exceeds cluster",
+				fmt.Sprintf("vc %q: quota %q = %d; all VCs together claim %d cells of level %d in chain %q but the cluster has %d (sharing safety)",
+					v.Name, q.CellType, q.Count, p.Demand, p.Level, p.Chain, p.Have))
 		}
+		diags = append(diags, d)
 	}
 	return diags
+}
+
+// splitQuota splits a quota key "chain/type" (or "type": chain "").
+func splitQuota(key string) (chain, typ string) {
+	if i := strings.Index(key, "/"); i >= 0 {
+		return key[:i], key[i+1:]
+	}
+	return "", key
+}
+
+// CellSpec is the config as the cells allocator's domain types: cell types,
+// physical top cells (pinned by the cell or by a VC's pinned list) and each
+// VC's quota (the chain Validate resolved, else the one written as
+// "chain/type"). Quota-only VCs (gpus) have no cell quota.
+func (c *Config) CellSpec() cells.Spec {
+	var s cells.Spec
+	for _, ct := range c.CellTypes {
+		s.Types = append(s.Types, cells.CellType{Name: ct.Name, Child: ct.Child, Count: ct.Count, Node: ct.Node, GPUType: ct.GPUType})
+	}
+	pinned := map[string]string{}
+	for _, v := range c.VCs {
+		for _, p := range v.Pinned {
+			pinned[p] = v.Name
+		}
+		vc := cells.VC{Name: v.Name}
+		for _, q := range v.Quota {
+			chain, typ := splitQuota(q.CellType)
+			if q.Chain != "" {
+				chain = q.Chain
+			}
+			vc.Quota = append(vc.Quota, cells.Quota{Chain: chain, Type: typ, Count: q.Count})
+		}
+		s.VCs = append(s.VCs, vc)
+	}
+	for _, cell := range c.Cells {
+		p := cell.Pinned
+		if p == "" {
+			p = pinned[cell.Name]
+		}
+		s.Cells = append(s.Cells, cells.TopCell{Name: cell.Name, Type: cell.Type, Pinned: p, Bad: cell.Bad})
+	}
+	return s
 }
 
 func pos(r hcl.Range) string {

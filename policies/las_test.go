@@ -181,7 +181,7 @@ func TestSolveWithHint(t *testing.T) {
 // (0.5 each); packed they both run all the time at 0.8.
 func TestPackingHelps(t *testing.T) {
 	p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}},
-		Jobs:  []Job{{ID: "a", Throughput: map[string]float64{"v100": 10}, RemainingSteps: 1000}, {ID: "b", Throughput: map[string]float64{"v100": 4}, RemainingSteps: 1000}},
+		Jobs:  []Job{{ID: "a", Throughput: map[string]float64{"v100": 10}, ScaleFactor: 1, RemainingSteps: 1000}, {ID: "b", Throughput: map[string]float64{"v100": 4}, ScaleFactor: 1, RemainingSteps: 1000}},
 		Pairs: []Pair{{Jobs: [2]string{"a", "b"}, Throughput: map[string][2]float64{"v100": {8, 3.2}}}}}
 	alone, err := Solve("max_min_fairness_perf", p)
 	if err != nil {

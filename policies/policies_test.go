@@ -6,6 +6,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // Gavel's water-filling example: 4 identical jobs on 4 identical GPUs with
@@ -205,7 +207,7 @@ func TestInvalidInput(t *testing.T) {
 		"negative throughput": `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":-1},"scale_factor":1}]}`,
 		"zero GPUs":           `{"gpu_types":{"v100":{"count":0}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1}]}`,
 		"unknown type":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"h100":1},"scale_factor":1}]}`,
-		"duplicate id":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":1}},{"id":"a","throughput":{"v100":1}}]}`,
+		"duplicate id":        `{"gpu_types":{"v100":{"count":1}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1},{"id":"a","throughput":{"v100":1},"scale_factor":1}]}`,
 		"unknown field":       `{"gpu_types":{"v100":{"count":1}},"jobz":[]}`,
 		"not json":            `{"gpu_types":`,
 	}
@@ -215,11 +217,11 @@ func TestInvalidInput(t *testing.T) {
 		}
 	}
 	// NaN cannot be written in JSON; check Validate directly.
-	p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": math.NaN()}}}}
+	p := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": math.NaN()}, ScaleFactor: 1}}}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "throughput.v100") {
 		t.Errorf("NaN throughput: %v", err)
 	}
-	ok := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": 1}}}}
+	ok := &Problem{GPUTypes: map[string]GPUType{"v100": {Count: 1}}, Jobs: []Job{{ID: "a", Throughput: map[string]float64{"v100": 1}, ScaleFactor: 1}}}
 	if _, err := Solve("no_such_policy", ok); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 		t.Errorf("unknown policy: %v", err)
 	}
@@ -318,6 +320,52 @@ func TestGandivaPairsOnlyWhenOversubscribed(t *testing.T) {
 		}
 		if requested > 2*total && used == 0 {
 			t.Fatalf("trial %d: no pair used with %g GPUs requested of %g", trial, requested, total)
+		}
+	}
+}
+
+// TestRegistryMatchesNames: every name of the pure-Go registry that hcl
+// checks against has a solver, and every solver has a name there.
+func TestRegistryMatchesNames(t *testing.T) {
+	if len(registry) != len(names.Names()) {
+		t.Errorf("%d solvers, %d names", len(registry), len(names.Names()))
+	}
+	for _, n := range names.Names() {
+		if registry[n] == nil {
+			t.Errorf("policy %q has a name but no solver", n)
+		}
+	}
+}
+
+// TestScaleFactorBelowOne: a job with scale_factor 0 (or missing, or
+// negative) is refused, naming the job and the field; it used to get one GPU.
+func TestScaleFactorBelowOne(t *testing.T) {
+	// Absent, the field is 1, as it always was.
+	if p, err := ReadProblem(strings.NewReader(`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1}}]}`)); err != nil || p.Jobs[0].ScaleFactor != 1 {
+		t.Errorf("no scale_factor: %v, %v", p, err)
+	}
+	if _, err := ReadProblem(strings.NewReader(`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"bogus":1}]}`)); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown job field: %v", err)
+	}
+	for _, c := range []struct{ js, want string }{
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":1},{"id":"b","throughput":{"v100":1},"scale_factor":0}]}`,
+			"jobs[1] (b).scale_factor: must be at least 1, got 0"},
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":0}]}`,
+			"jobs[0] (a).scale_factor: must be at least 1, got 0"},
+		{`{"gpu_types":{"v100":{"count":4}},"jobs":[{"id":"a","throughput":{"v100":1},"scale_factor":-2}]}`,
+			"jobs[0] (a).scale_factor: must be at least 1, got -2"},
+	} {
+		if _, err := ReadProblem(strings.NewReader(c.js)); err == nil || err.Error() != c.want {
+			t.Errorf("ReadProblem: %v, want %q", err, c.want)
+		}
+		var p Problem
+		if err := json.Unmarshal([]byte(c.js), &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"max_min_fairness_perf", "fifo", "isolated"} {
+			if a, err := Solve(name, &p); err == nil || err.Error() != c.want {
+				t.Errorf("Solve(%s) = %v, %v; want error %q", name, a, err, c.want)
+			}
 		}
 	}
 }

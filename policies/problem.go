@@ -5,6 +5,7 @@
 package policies
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,22 @@ type Problem struct {
 	Seed int64 `json:"seed,omitempty"`
 }
 
+// UnmarshalJSON reads a job with scale_factor 1 when the field is absent
+// (the contract since the first release: old problem files keep working);
+// an explicit value below 1 is refused by Validate. Unknown fields are
+// refused as in ReadProblem.
+func (j *Job) UnmarshalJSON(b []byte) error {
+	type plain Job
+	v := plain{ScaleFactor: 1}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	*j = Job(v)
+	return nil
+}
+
 // ReadProblem decodes a Problem from JSON and validates it. Unknown fields are
 // errors so that a misspelt field is not silently ignored.
 func ReadProblem(r io.Reader) (*Problem, error) {
@@ -131,8 +148,10 @@ func (p *Problem) validate() ([][2]int32, error) {
 			return nil, fmt.Errorf("%s.id: duplicate job id", where())
 		}
 		seen[j.ID] = i
-		if j.ScaleFactor < 0 {
-			return nil, fmt.Errorf("%s.scale_factor: negative (%d)", where(), j.ScaleFactor)
+		if j.ScaleFactor < 1 {
+			// A job runs on at least one GPU; 0 (or a missing field) is an
+			// error, not a silent single GPU.
+			return nil, fmt.Errorf("%s.scale_factor: must be at least 1, got %d", where(), j.ScaleFactor)
 		}
 		if badNumber(j.Weight) || j.Weight < 0 {
 			return nil, fmt.Errorf("%s.weight: must be a non-negative number", where())
@@ -283,10 +302,7 @@ func newIndexedInstance(p *Problem, pairJobs [][2]int32) *instance {
 	in.jobs = p.Jobs
 	for _, j := range p.Jobs {
 		in.ids = append(in.ids, j.ID)
-		sf := float64(j.ScaleFactor)
-		if sf == 0 {
-			sf = 1
-		}
+		sf := float64(max(j.ScaleFactor, 1)) // validated ≥ 1; tests build instances directly
 		row := make([]float64, len(in.types))
 		for k, name := range in.types {
 			row[k] = j.Throughput[name]

@@ -2,9 +2,9 @@ package policies
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"time"
+
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // solverFunc solves one policy on a validated instance.
@@ -12,19 +12,12 @@ type solverFunc func(in *instance, p *Problem) (*Allocation, error)
 
 var registry = map[string]solverFunc{}
 
-// aliases are shorter names for common policies.
-var aliases = map[string]string{
-	"las":            "max_min_fairness_perf",
-	"las_agnostic":   "max_min_fairness",
-	"ftf":            "finish_time_fairness_perf",
-	"makespan":       "min_total_duration_perf",
-	"max_throughput": "max_sum_throughput_perf",
-	"min_cost":       "max_sum_throughput_normalized_by_cost_perf",
-	"min_cost_slo":   "max_sum_throughput_normalized_by_cost_perf_SLOs",
-	"hierarchical":   "max_min_fairness_water_filling_perf",
-}
-
+// define binds a solver to a name of the pure-Go name registry
+// (policies/names), which hcl reads without linking this package.
 func define(name string, f solverFunc) {
+	if !names.IsCanonical(name) {
+		panic("policies: " + name + " is not in policies/names")
+	}
 	if _, dup := registry[name]; dup {
 		panic("policies: defined twice: " + name)
 	}
@@ -32,25 +25,10 @@ func define(name string, f solverFunc) {
 }
 
 // Names lists every policy name (aliases excluded), sorted.
-func Names() []string {
-	out := make([]string, 0, len(registry))
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return names.Names() }
 
 // Canonical resolves an alias; it returns an error for an unknown name.
-func Canonical(name string) (string, error) {
-	if a, ok := aliases[name]; ok {
-		name = a
-	}
-	if _, ok := registry[name]; !ok {
-		return "", fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
-	}
-	return name, nil
-}
+func Canonical(name string) (string, error) { return names.Canonical(name) }
 
 // Solve validates the problem and runs the named policy.
 func Solve(name string, p *Problem) (*Allocation, error) {

@@ -34,10 +34,10 @@ type vcInfo struct {
 
 // Request asks for a gang: each member needs Members[i] GPUs inside one node.
 type Request struct {
-	ID       string
-	VC       string // ignored for opportunistic requests except for reporting
-	Priority Priority
-	Members  []int
+	ID      string
+	VC      string // ignored for opportunistic requests except for reporting
+	Class   Class
+	Members []int
 	// GPUType, when set, restricts the gang to leaves of that GPU type (a
 	// round engine chose the type: its received-time accounting and
 	// priorities are per type).
@@ -76,11 +76,7 @@ func New(spec Spec) (*Allocator, error) {
 		if !ok {
 			ch = len(a.chains)
 			chainOf[tc.Type] = ch
-			ci := chainInfo{name: tc.Type, level: t.level(tc.Type), gpus: make([]int, t.level(tc.Type)+1)}
-			for n := tc.Type; n != ""; n = t.byName[n].Child {
-				ci.gpus[t.level(n)] = gpusOf(t, n)
-			}
-			a.chains = append(a.chains, ci)
+			a.chains = append(a.chains, newChainInfo(t, tc.Type))
 		}
 		topIdx[tc.Name] = len(a.phys.tops)
 		a.phys.add(t, tc.Name, tc.Type, ch)
@@ -99,6 +95,21 @@ func New(spec Spec) (*Allocator, error) {
 	for _, top := range a.phys.tops {
 		s.free[top] = true
 	}
+	// Quotas resolve to chains and meet sharing safety on the empty cluster
+	// (pinned cells are not free): the check hcl runs on a config.
+	qc, err := CheckQuotas(spec)
+	if err != nil {
+		return nil, err
+	}
+	if len(qc.Problems) > 0 {
+		p := qc.Problems[0]
+		q := spec.VCs[p.VC].Quota[p.Quota]
+		if p.Kind == Oversubscribed {
+			return nil, fmt.Errorf("quotas exceed the cluster: vc %q: quota %s = %d: VCs claim %d cells of level %d in chain %s, the cluster has %d (sharing safety)",
+				spec.VCs[p.VC].Name, q.Type, q.Count, p.Demand, p.Level, p.Chain, p.Have)
+		}
+		return nil, fmt.Errorf("vc %q: quota %s: %v", spec.VCs[p.VC].Name, q.Type, p)
+	}
 	for vi, vc := range spec.VCs {
 		if _, dup := a.vcIdx[vc.Name]; dup || vc.Name == "" {
 			return nil, fmt.Errorf("vc %q: duplicate or empty name", vc.Name)
@@ -106,11 +117,8 @@ func New(spec Spec) (*Allocator, error) {
 		a.vcIdx[vc.Name] = vi
 		info := vcInfo{name: vc.Name}
 		var f forest
-		for _, q := range vc.Quota {
-			ch, err := a.resolveChain(q)
-			if err != nil {
-				return nil, fmt.Errorf("vc %q: %w", vc.Name, err)
-			}
+		for qi, q := range vc.Quota {
+			ch := chainOf[qc.Chains[vi][qi]]
 			if q.Count < 0 {
 				return nil, fmt.Errorf("vc %q: quota %s = %d", vc.Name, q.Type, q.Count)
 			}
@@ -160,9 +168,6 @@ func New(spec Spec) (*Allocator, error) {
 			s.bad[a.phys.cells[c].lo] = true
 		}
 	}
-	if err := a.safe(s); err != nil {
-		return nil, fmt.Errorf("quotas exceed the cluster: %w", err)
-	}
 	a.rebalanceDoomed(s)
 	a.s = s
 	return a, a.verify()
@@ -174,25 +179,6 @@ func gpusOf(t typeTable, name string) int {
 		n *= c.Count
 	}
 	return n
-}
-
-func (a *Allocator) resolveChain(q Quota) (int, error) {
-	if _, ok := a.types.byName[q.Type]; !ok {
-		return -1, fmt.Errorf("quota names unknown cell type %q", q.Type)
-	}
-	found := -1
-	for ch, ci := range a.chains {
-		if (q.Chain == "" || q.Chain == ci.name) && a.types.contains(ci.name, q.Type) {
-			if found >= 0 {
-				return -1, fmt.Errorf("cell type %q is in chains %s and %s", q.Type, a.chains[found].name, ci.name)
-			}
-			found = ch
-		}
-	}
-	if found < 0 {
-		return -1, fmt.Errorf("no physical cell holds a %q", q.Type)
-	}
-	return found, nil
 }
 
 // SetChecking makes every change verify all invariants (for tests and
@@ -310,7 +296,7 @@ func (a *Allocator) Allocate(r Request) (Placement, error) {
 	t := a.s.clone()
 	var victims []string
 	var err error
-	switch r.Priority {
+	switch r.Class {
 	case Guaranteed:
 		v, ok := a.vcIdx[r.VC]
 		if !ok {
@@ -320,7 +306,7 @@ func (a *Allocator) Allocate(r Request) (Placement, error) {
 	case Opportunistic:
 		err = a.placeOpportunistic(t, r)
 	default:
-		return Placement{}, fmt.Errorf("request %q: unknown priority %d", r.ID, r.Priority)
+		return Placement{}, fmt.Errorf("request %q: unknown class %d", r.ID, r.Class)
 	}
 	if err != nil {
 		return Placement{}, err
@@ -361,7 +347,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 	if virt == nil {
 		return nil, ErrWait
 	}
-	g := &gang{id: r.ID, vc: v, prio: Guaranteed, virt: virt, phys: make([][]int, len(virt)), seq: s.seq}
+	g := &gang{id: r.ID, vc: v, class: Guaranteed, virt: virt, phys: make([][]int, len(virt)), seq: s.seq}
 	s.seq++
 	var victims []string
 	for m, leaves := range virt {
@@ -378,7 +364,7 @@ func (a *Allocator) placeGuaranteed(s *state, v int, r Request) ([]string, error
 				return nil, ErrWait // freshly bound onto a bad cell: no healthy supply left
 			}
 			if owner := s.leafGang[pl]; owner != "" {
-				if s.gangs[owner].prio != Opportunistic {
+				if s.gangs[owner].class != Opportunistic {
 					return nil, fmt.Errorf("cells: leaf %s of vc %s held by guaranteed gang %s", a.phys.cells[a.phys.leaves[pl]].addr, a.vcs[v].name, owner)
 				}
 				victims = append(victims, owner)
@@ -425,7 +411,7 @@ func (a *Allocator) placeOpportunistic(s *state, r Request) error {
 			s.leafGang[l] = r.ID
 		}
 	}
-	s.gangs[r.ID] = &gang{id: r.ID, vc: -1, prio: Opportunistic, phys: phys, seq: s.seq}
+	s.gangs[r.ID] = &gang{id: r.ID, vc: -1, class: Opportunistic, phys: phys, seq: s.seq}
 	s.seq++
 	return nil
 }
@@ -451,7 +437,7 @@ func (a *Allocator) releaseGang(s *state, id string) {
 			s.leafGang[l] = ""
 		}
 	}
-	if g.prio != Guaranteed {
+	if g.class != Guaranteed {
 		return
 	}
 	f := &a.virt[g.vc]

@@ -80,7 +80,7 @@ func (a *Allocator) oppUsed(s *state, c int) int {
 	n := 0
 	for l := a.phys.cells[c].lo; l < a.phys.cells[c].hi; l++ {
 		// The gang being placed owns leaves before it is stored: not opportunistic.
-		if g := s.gangs[s.leafGang[l]]; g != nil && g.prio == Opportunistic {
+		if g := s.gangs[s.leafGang[l]]; g != nil && g.class == Opportunistic {
 			n++
 		}
 	}

@@ -13,8 +13,8 @@ type GPU struct {
 
 // Gang is a placed request as Gang reports it.
 type Gang struct {
-	VC       string // "" for opportunistic gangs
-	Priority Priority
+	VC    string // "" for opportunistic gangs
+	Class Class
 	// Members are physical GPU addresses per member; Virtual the VC's
 	// virtual GPU addresses (guaranteed gangs only).
 	Members, Virtual [][]string
@@ -61,8 +61,8 @@ func (a *Allocator) Gang(id string) (Gang, bool) {
 	if !ok {
 		return Gang{}, false
 	}
-	out := Gang{Priority: g.prio, Members: a.addresses(g)}
-	if g.prio != Opportunistic {
+	out := Gang{Class: g.class, Members: a.addresses(g)}
+	if g.class != Opportunistic {
 		out.VC = a.vcs[g.vc].name
 		f := &a.virt[g.vc]
 		for _, leaves := range g.virt {

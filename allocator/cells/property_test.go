@@ -138,7 +138,7 @@ func checkRandomRun(t *testing.T, seed int64) {
 		}
 		id := fmt.Sprintf("s%d", step)
 		if rng.Intn(3) == 0 {
-			p, err := a.Allocate(Request{ID: id, Priority: Opportunistic, Members: members})
+			p, err := a.Allocate(Request{ID: id, Class: Opportunistic, Members: members})
 			if err == nil {
 				live = append(live, id)
 				checkNodes(t, a, p)
@@ -148,10 +148,10 @@ func checkRandomRun(t *testing.T, seed int64) {
 			continue
 		}
 		v := rng.Intn(len(spec.VCs))
-		req := Request{ID: id, VC: spec.VCs[v].Name, Priority: Guaranteed, Members: members}
+		req := Request{ID: id, VC: spec.VCs[v].Name, Class: Guaranteed, Members: members}
 		before := stateKey(a.s)
 		ownerBefore := append([]string(nil), a.s.leafGang...)
-		pp, perr := priv[v].Allocate(Request{ID: id, VC: "p", Priority: Guaranteed, Members: members})
+		pp, perr := priv[v].Allocate(Request{ID: id, VC: "p", Class: Guaranteed, Members: members})
 		p, err := a.Allocate(req)
 		// (a) fits the private cluster => placed on the shared one.
 		if perr == nil && err != nil {
@@ -306,12 +306,12 @@ func TestPropertyHealth(t *testing.T) {
 				}
 				live = append(live[:i], live[i+1:]...)
 			default:
-				prio := Guaranteed
+				class := Guaranteed
 				if rng.Intn(3) == 0 {
-					prio = Opportunistic
+					class = Opportunistic
 				}
 				id := fmt.Sprintf("s%d", step)
-				p, err := a.Allocate(Request{ID: id, VC: spec.VCs[rng.Intn(len(spec.VCs))].Name, Priority: prio, Members: []int{1 + rng.Intn(2)}})
+				p, err := a.Allocate(Request{ID: id, VC: spec.VCs[rng.Intn(len(spec.VCs))].Name, Class: class, Members: []int{1 + rng.Intn(2)}})
 				if err != nil {
 					if !errors.Is(err, ErrWait) {
 						t.Fatalf("seed %d: %v", seed, err)

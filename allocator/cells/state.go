@@ -5,17 +5,18 @@ import (
 	"slices"
 )
 
-// Priority of a gang. Guaranteed work runs in its VC's cells; opportunistic
+// Class of a gang. Guaranteed work runs in its VC's cells; opportunistic
 // work uses free GPUs anywhere and is preempted when guaranteed work needs
-// the GPU.
-type Priority int
+// the GPU. (Not a priority: in Rondo "priority" is Gavel's, the ratio of a
+// job's allocation to the time it received.)
+type Class int
 
 const (
-	Opportunistic Priority = -1
-	Guaranteed    Priority = 0
+	Opportunistic Class = -1
+	Guaranteed    Class = 0
 )
 
-func (p Priority) String() string {
+func (p Class) String() string {
 	if p == Opportunistic {
 		return "opportunistic"
 	}
@@ -25,12 +26,12 @@ func (p Priority) String() string {
 // gang is one placed request. Values are never mutated once stored, so
 // copying the gang map is enough to copy the state.
 type gang struct {
-	id   string
-	vc   int // -1 for opportunistic
-	prio Priority
-	phys [][]int // leaf positions per member, in request order
-	virt [][]int // virtual leaf positions per member (guaranteed only)
-	seq  int     // arrival order, for deterministic iteration
+	id    string
+	vc    int // -1 for opportunistic
+	class Class
+	phys  [][]int // leaf positions per member, in request order
+	virt  [][]int // virtual leaf positions per member (guaranteed only)
+	seq   int     // arrival order, for deterministic iteration
 }
 
 // vcState is one VC's mutable accounting.
@@ -193,7 +194,7 @@ func (a *Allocator) checkInvariants(s *state) error {
 					return fmt.Errorf("gang %s member %d spans nodes", g.id, m)
 				}
 				node = n
-				if g.prio == Guaranteed {
+				if g.class == Guaranteed {
 					vl := g.virt[m][i]
 					if s.vcs[g.vc].leaf[vl] != g.id {
 						return fmt.Errorf("gang %s: virtual leaf %d not owned", g.id, vl)
@@ -256,7 +257,9 @@ func (a *Allocator) checkLowerBindings(s *state, v int) error {
 	return nil
 }
 
-// safe checks sharing safety for every chain and level.
+// safe checks sharing safety for every chain and level on the state: free
+// cells against every VC's unbound virtual top cells (shortfall, the one
+// implementation CheckQuotas also uses).
 func (a *Allocator) safe(s *state) error {
 	for ch := range a.chains {
 		top := a.chains[ch].level
@@ -275,16 +278,8 @@ func (a *Allocator) safe(s *state) error {
 				}
 			}
 		}
-		gpus := a.chains[ch].gpus
-		for l := 1; l <= top; l++ {
-			have, want := 0, 0
-			for k := l; k <= top; k++ {
-				have += freeAt[k] * (gpus[k] / gpus[l])
-				want += need[k] * (gpus[k] / gpus[l])
-			}
-			if have < want {
-				return fmt.Errorf("sharing safety: chain %s level %d has %d free cells, VCs may claim %d", a.chains[ch].name, l, have, want)
-			}
+		if l, want, have := shortfall(a.chains[ch].gpus, freeAt, need, top); l > 0 {
+			return fmt.Errorf("sharing safety: chain %s level %d has %d free cells, VCs may claim %d", a.chains[ch].name, l, have, want)
 		}
 	}
 	return nil

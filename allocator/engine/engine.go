@@ -519,7 +519,8 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 		e.isoSteps[j.ID] = done
 		iso := e.isoTime[j.ID]
-		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: j.ScaleFactor, Weight: j.Weight,
+		// An unset scale factor means one GPU here; policies refuse 0.
+		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: max(j.ScaleFactor, 1), Weight: j.Weight,
 			RemainingSteps: math.Max(j.RemainingSteps, 0), TimeSinceStartS: math.Max(s.TimeS-j.ArrivalS, 0),
 			IsolatedTimeS: &iso}
 		if j.DeadlineS > 0 && j.DeadlineS > j.ArrivalS {

@@ -145,7 +145,7 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 			in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: intentOr(intents, id, engine.IntentAdmit), GPUType: a.Type,
 				GPUs: a.GPUs, Node: b.nodeNames(a.Servers), Priority: GuaranteedPriority,
 				JobModifyIndex: deref(st.job.JobModifyIndex)}
-			if st.policy.Priority == hcl.Opportunistic {
+			if st.policy.Class == hcl.Opportunistic {
 				in.Priority = OpportunisticPriority
 			}
 			out = append(out, in)

@@ -339,7 +339,7 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	pool := b.poolOf(a.Servers)
 	job.NodePool = &pool
 	prio := GuaranteedPriority
-	if st.policy.Priority == hcl.Opportunistic {
+	if st.policy.Class == hcl.Opportunistic {
 		prio = OpportunisticPriority
 	}
 	job.Priority = &prio
@@ -496,7 +496,7 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 			pool := b.poolOf(a.Servers)
 			job.NodePool = &pool
 			prio := GuaranteedPriority
-			if st.policy.Priority == hcl.Opportunistic {
+			if st.policy.Class == hcl.Opportunistic {
 				prio = OpportunisticPriority
 			}
 			job.Priority = &prio

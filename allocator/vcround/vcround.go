@@ -208,7 +208,7 @@ func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[stri
 	}
 	guaranteed := map[string]bool{}
 	for _, id := range s.a.Gangs() {
-		if g, _ := s.a.Gang(id); g.Priority != cells.Opportunistic {
+		if g, _ := s.a.Gang(id); g.Class != cells.Opportunistic {
 			for _, m := range g.Members {
 				for _, gid := range m {
 					guaranteed[gid] = true
@@ -242,7 +242,7 @@ func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[stri
 // on the same GPUs release their gangs, then started jobs are allocated
 // with the engine's split over nodes (regrouped GPU by GPU if the cells
 // left do not hold that split).
-func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc string, p cells.Priority, nodeOf map[string]string, res *Result, prio map[string]float64) error {
+func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc string, class cells.Class, nodeOf map[string]string, res *Result, prio map[string]float64) error {
 	kept := map[string]bool{}
 	for _, a := range plan.Assignments {
 		prio[a.Jobs[0]] = a.Priority
@@ -270,7 +270,7 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 		// chose, so a job the engine moved to a type it had received no
 		// time on stayed where it was, kept top priority there every round,
 		// and jobs beyond the VC's GPUs starved.
-		req := cells.Request{ID: a.Jobs[0], VC: vc, Priority: p, Members: split(a.GPUs, nodeOf), GPUType: a.Type}
+		req := cells.Request{ID: a.Jobs[0], VC: vc, Class: class, Members: split(a.GPUs, nodeOf), GPUType: a.Type}
 		pl, err := s.a.Allocate(req)
 		if errors.Is(err, cells.ErrWait) {
 			req.Members = slices.Repeat([]int{1}, len(a.GPUs))

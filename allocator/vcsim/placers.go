@@ -17,11 +17,11 @@ type cellsPlacer struct {
 }
 
 func (p *cellsPlacer) place(j *job) ([]int, bool, error) {
-	prio := cells.Guaranteed
+	class := cells.Guaranteed
 	if j.Opportunistic {
-		prio = cells.Opportunistic
+		class = cells.Opportunistic
 	}
-	pl, err := p.a.Allocate(cells.Request{ID: strconv.Itoa(j.ID), VC: p.vcs[j.vc], Priority: prio, Members: j.members})
+	pl, err := p.a.Allocate(cells.Request{ID: strconv.Itoa(j.ID), VC: p.vcs[j.vc], Class: class, Members: j.members})
 	if errors.Is(err, cells.ErrWait) {
 		return nil, false, nil
 	}

@@ -42,11 +42,13 @@ func newCellsPlan() *cellsPlan {
 
 // planRequest is one entry of the requests file.
 type planRequest struct {
-	ID       string       `json:"id"`
-	VC       string       `json:"vc"`
-	Priority string       `json:"priority"`
-	Members  []planMember `json:"members"`
-	Op       string       `json:"op"`
+	ID string `json:"id"`
+	VC string `json:"vc"`
+	// Class is guaranteed or opportunistic; the JSON key stays "priority"
+	// (the requests file's contract, like the rondo.priority job meta).
+	Class   string       `json:"priority"`
+	Members []planMember `json:"members"`
+	Op      string       `json:"op"`
 }
 
 type planMember struct {
@@ -84,13 +86,13 @@ func readRequests(data []byte) ([]planRequest, error) {
 			out[i] = q
 			continue
 		}
-		if q.Priority == "" {
-			q.Priority = "guaranteed"
+		if q.Class == "" {
+			q.Class = "guaranteed"
 		}
 		switch {
-		case q.Priority != "guaranteed" && q.Priority != "opportunistic":
-			return nil, fmt.Errorf("request %d: field \"priority\": %q is not guaranteed or opportunistic", i, q.Priority)
-		case q.VC == "" && q.Priority == "guaranteed":
+		case q.Class != "guaranteed" && q.Class != "opportunistic":
+			return nil, fmt.Errorf("request %d: field \"priority\": %q is not guaranteed or opportunistic", i, q.Class)
+		case q.VC == "" && q.Class == "guaranteed":
 			return nil, fmt.Errorf("request %d: field \"vc\": missing for a guaranteed request", i)
 		case len(q.Members) == 0:
 			return nil, fmt.Errorf("request %d: field \"members\": missing or empty", i)
@@ -106,31 +108,7 @@ func readRequests(data []byte) ([]planRequest, error) {
 }
 
 // specFromConfig turns a validated config into the allocator's spec.
-func specFromConfig(cfg *rhcl.Config) cells.Spec {
-	var s cells.Spec
-	for _, ct := range cfg.CellTypes {
-		s.Types = append(s.Types, cells.CellType{Name: ct.Name, Child: ct.Child, Count: ct.Count, Node: ct.Node, GPUType: ct.GPUType})
-	}
-	pinned := map[string]string{}
-	for _, v := range cfg.VCs {
-		for _, p := range v.Pinned {
-			pinned[p] = v.Name
-		}
-		vc := cells.VC{Name: v.Name}
-		for _, q := range v.Quota {
-			vc.Quota = append(vc.Quota, cells.Quota{Chain: q.Chain, Type: q.Type, Count: q.Count})
-		}
-		s.VCs = append(s.VCs, vc)
-	}
-	for _, c := range cfg.Cells {
-		p := c.Pinned
-		if p == "" {
-			p = pinned[c.Name]
-		}
-		s.Cells = append(s.Cells, cells.TopCell{Name: c.Name, Type: c.Type, Pinned: p, Bad: c.Bad})
-	}
-	return s
-}
+func specFromConfig(cfg *rhcl.Config) cells.Spec { return cfg.CellSpec() }
 
 // planLine is one output event; fields print in this order.
 type planLine struct {
@@ -200,15 +178,15 @@ func replay(a *cells.Allocator, reqs []planRequest) ([]planLine, error) {
 	placed := map[string][]string{}
 	var waiting []string
 	try := func(step int, q planRequest) (bool, error) {
-		prio := cells.Guaranteed
-		if q.Priority == "opportunistic" {
-			prio = cells.Opportunistic
+		class := cells.Guaranteed
+		if q.Class == "opportunistic" {
+			class = cells.Opportunistic
 		}
 		members := make([]int, len(q.Members))
 		for i, m := range q.Members {
 			members[i] = m.GPUs
 		}
-		p, err := a.Allocate(cells.Request{ID: q.ID, VC: q.VC, Priority: prio, Members: members})
+		p, err := a.Allocate(cells.Request{ID: q.ID, VC: q.VC, Class: class, Members: members})
 		if errors.Is(err, cells.ErrWait) {
 			return false, nil
 		}

@@ -29,6 +29,10 @@ func TestConfigValidate(t *testing.T) {
 	if code != 0 || out != "testdata/cluster.hcl: ok (4 cell types, 2 cells, 16 GPUs, 2 VCs, round 360s)\n" {
 		t.Fatalf("code %d, out %q", code, out)
 	}
+	code, out, _ = runCaptured(t, "config", "validate", "testdata/quota_only.hcl")
+	if code != 0 || out != "testdata/quota_only.hcl: ok (2 quota-only VCs asking k80 4, v100 10 GPUs, round 360s)\n" {
+		t.Fatalf("quota-only: code %d, out %q", code, out)
+	}
 	code, out, errOut := runCaptured(t, "config", "validate", "testdata/bad_cluster.hcl")
 	if code != 1 || out != "" || !strings.HasPrefix(errOut, "testdata/bad_cluster.hcl:16:13: Quota exceeds cluster; vc \"b\"") {
 		t.Fatalf("code %d, out %q, err %q", code, out, errOut)

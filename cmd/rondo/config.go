@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/cli"
 	rhcl "github.com/rondo-sched/rondo/hcl"
@@ -46,6 +49,23 @@ func (c *configValidate) Run(args []string) int {
 	gpus := 0
 	for _, cell := range cfg.Cells {
 		gpus += tree.Count(cell.Type, 1)
+	}
+	if cfg.QuotaOnly() {
+		// Quota-only shares are checked against the cluster at run time.
+		asked := map[string]int{}
+		for _, v := range cfg.VCs {
+			for t, n := range v.GPUs {
+				asked[t] += n
+			}
+		}
+		types := slices.Sorted(maps.Keys(asked))
+		parts := make([]string, len(types))
+		for i, t := range types {
+			parts[i] = fmt.Sprintf("%s %d", t, asked[t])
+		}
+		fmt.Fprintf(c.stdout, "%s: ok (%d quota-only VCs asking %s GPUs, round %ds)\n",
+			path, len(cfg.VCs), strings.Join(parts, ", "), cfg.RoundSeconds)
+		return 0
 	}
 	fmt.Fprintf(c.stdout, "%s: ok (%d cell types, %d cells, %d GPUs, %d VCs, round %ds)\n",
 		path, len(cfg.CellTypes), len(cfg.Cells), gpus, len(cfg.VCs), cfg.RoundSeconds)

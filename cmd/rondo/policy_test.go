@@ -36,6 +36,7 @@ func TestPolicySolveErrors(t *testing.T) {
 		{[]string{"policy", "solve", "--policy", "nope", "--input", "../../policies/testdata/worked_example.json"}, `unknown policy "nope"`},
 		{[]string{"policy", "solve", "--policy", "las", "--input", "testdata/no-such-file.json"}, "no such file"},
 		{[]string{"policy", "solve", "--policy", "las", "--input", "testdata/bad_problem.json"}, "jobs[0] (a).throughput.v100: must be a non-negative number"},
+		{[]string{"policy", "solve", "--policy", "las", "--input", "testdata/zero_scale_problem.json"}, "testdata/zero_scale_problem.json: jobs[1] (b).scale_factor: must be at least 1, got 0"},
 		{[]string{"policy", "solve", "--bogus"}, "flag provided but not defined"},
 	} {
 		code, _, errOut := runCaptured(t, tc.args...)

@@ -1,0 +1,6 @@
+vc "a" {
+  gpus = { v100 = 2 }
+}
+vc "b" {
+  policy = "fifo"
+}
