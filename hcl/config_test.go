@@ -93,6 +93,7 @@ func TestMalformed(t *testing.T) {
 		{"gpus_and_quota.hcl", "3:3", "Conflicting fields", `vc "a": set quota (cells) or gpus`},
 		{"gpus_with_cells.hcl", "9:3", "Quota-only share with cells", `vc "a": gpus is a quota-only share for a config without cells, but cell "n0"`},
 		{"gpus_missing.hcl", "4:1", "Missing gpus", `vc "b" has no gpus but vc "a"`},
+		{"vcs_no_shares.hcl", "4:1", "Missing gpus", `vc "b": with several VCs and no cells, every VC declares its share`},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {

@@ -96,6 +96,17 @@ func Validate(cfg *Config) hcl.Diagnostics {
 			}
 		}
 	}
+	// Several VCs with neither cells nor shares would have no rule for who
+	// gets which GPUs (the allocator used to run the first VC's policy for
+	// every job and ignore the others' policies).
+	if withGPUs == nil && len(cfg.Cells) == 0 && len(cfg.VCs) > 1 {
+		for i := 1; i < len(cfg.VCs); i++ {
+			if v := &cfg.VCs[i]; len(v.Quota) == 0 {
+				diags = append(diags, errAt(v.Range, "Missing gpus",
+					fmt.Sprintf("vc %q: with several VCs and no cells, every VC declares its share, e.g. gpus = { v100 = 8 } (vc %q has none either)", v.Name, cfg.VCs[0].Name)))
+			}
+		}
+	}
 	if withGPUs != nil && len(cfg.Cells) == 0 {
 		for i := range cfg.VCs {
 			if v := &cfg.VCs[i]; v.GPUs == nil && len(v.Quota) == 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 	"github.com/rondo-sched/rondo/allocator/vcnomad"
@@ -105,12 +106,21 @@ func newEngine(s *agentSettings) (*engine.Engine, error) {
 	return engine.New(engine.Config{Policy: s.policy, RoundS: s.round.Seconds()})
 }
 
-// newDecider is the single engine (one policy for the whole cluster) when
-// the config declares no cells; else the VC scheduler: per-VC engines (each
-// VC's policy) over the cell layer, cells mapped to Nomad nodes by
-// nomad_node, opportunistic jobs under the default VC policy on what the VCs
-// leave free.
+// newDecider is the round's decider for the config: with cells, per-VC
+// engines (each VC's policy) over the cell layer, cells mapped to Nomad
+// nodes; with quota-only VCs (gpus shares, no cells), per-VC engines each
+// on at most its share of the cluster (round.Quota); else (one VC, no
+// share) the single engine for the whole cluster. Opportunistic jobs run
+// under the default VC policy on what the VCs leave free.
 func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
+	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
+	if s.cfg.QuotaOnly() {
+		var qs []round.QuotaVC
+		for _, v := range s.cfg.VCs {
+			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs})
+		}
+		return round.NewQuota(qs, rhcl.DefaultVCPolicy, s.round.Seconds(), warn)
+	}
 	if !s.cells {
 		return newEngine(s)
 	}
@@ -128,7 +138,7 @@ func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
 	}
 	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(),
-		Warn: func(msg string, args ...any) { log.Warn(msg, args...) }})
+		Warn: warn})
 }
 
 // cellPools lists the node pools cells select (node_pool): GPU pools

@@ -1,0 +1,6 @@
+vc "a" {
+  policy = "fifo"
+}
+vc "b" {
+  policy = "max_min_fairness_perf"
+}
