@@ -47,8 +47,61 @@ type JobIntent struct {
 	Class Class    `json:"class,omitempty"`
 	// Cell is the cell the job's GPUs lie in, when VCs are made of cells.
 	Cell   string `json:"cell,omitempty"`
-	Reason string `json:"reason"`
+	Reason Reason `json:"reason"`
 }
+
+// Reason says why the round gave an intent. Its text is made only when it
+// is read (String, JSON): a simulated round does not format one per job.
+type Reason struct {
+	Kind     ReasonKind
+	Priority float64
+	// From and To are GPU types; GPU a failed GPU; Was and Now an elastic
+	// job's GPU counts.
+	From, To, GPU string
+	Was, Now      int
+}
+
+// ReasonKind is the kind of a Reason.
+type ReasonKind uint8
+
+const (
+	FirstStart ReasonKind = iota + 1
+	Resumes
+	LeaseRenewed
+	Resized
+	Moves
+	MovesOffFailed
+	NotSelected
+	GPUFailed
+	GuaranteedNeedsGPUs
+)
+
+func (r Reason) String() string {
+	switch r.Kind {
+	case FirstStart:
+		return fmt.Sprintf("first start: priority %.4g on %s", r.Priority, r.To)
+	case Resumes:
+		return fmt.Sprintf("resumes: priority %.4g on %s ranks it in this round", r.Priority, r.To)
+	case LeaseRenewed:
+		return fmt.Sprintf("lease renewed on %s (priority %.4g)", r.To, r.Priority)
+	case Resized:
+		return fmt.Sprintf("elastic: %d -> %d GPUs on %s", r.Was, r.Now, r.To)
+	case Moves:
+		return fmt.Sprintf("moves from %s to %s (priority %.4g)", r.From, r.To, r.Priority)
+	case MovesOffFailed:
+		return fmt.Sprintf("moves from %s to %s: GPU %s failed", r.From, r.To, r.GPU)
+	case NotSelected:
+		return "not selected this round: others rank higher on every GPU type it can use"
+	case GPUFailed:
+		return fmt.Sprintf("GPU %s failed", r.GPU)
+	case GuaranteedNeedsGPUs:
+		return "guaranteed work needs its GPUs"
+	}
+	return ""
+}
+
+// MarshalText writes the reason's text (JSON: "reason": "...").
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Stops reports whether the intent stops the job where it runs: a
 // suspension, a preemption or the first half of a migration.
@@ -71,6 +124,11 @@ func Annotate(s *Snapshot, p *Plan, preempted []string) {
 	for i := range s.Jobs {
 		jobs[s.Jobs[i].ID] = &s.Jobs[i]
 	}
+	annotate(s, p, preempted, jobs)
+}
+
+// annotate is Annotate with the snapshot's jobs already indexed.
+func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job) {
 	prev := make(map[string]*Assignment, len(s.Running))
 	for i := range s.Running {
 		for _, id := range s.Running[i].Jobs {
@@ -99,42 +157,42 @@ func Annotate(s *Snapshot, p *Plan, preempted []string) {
 			switch {
 			case old == nil && (j == nil || !j.Started):
 				ji.Intent = IntentAdmit
-				ji.Reason = fmt.Sprintf("first start: priority %.4g on %s", a.Priority, a.Type)
+				ji.Reason = Reason{Kind: FirstStart, Priority: a.Priority, To: a.Type}
 			case old == nil:
 				ji.Intent = IntentResume
-				ji.Reason = fmt.Sprintf("resumes: priority %.4g on %s ranks it in this round", a.Priority, a.Type)
+				ji.Reason = Reason{Kind: Resumes, Priority: a.Priority, To: a.Type}
 			case old.Type == a.Type && slices.Equal(base(j, old), base(j, a)):
 				ji.Intent = IntentKeep
-				ji.Reason = fmt.Sprintf("lease renewed on %s (priority %.4g)", a.Type, a.Priority)
+				ji.Reason = Reason{Kind: LeaseRenewed, Priority: a.Priority, To: a.Type}
 				if len(old.GPUs) != len(a.GPUs) {
 					ji.Intent, ji.From = IntentResize, old.GPUs
-					ji.Reason = fmt.Sprintf("elastic: %d -> %d GPUs on %s", len(old.GPUs), len(a.GPUs), a.Type)
+					ji.Reason = Reason{Kind: Resized, Was: len(old.GPUs), Now: len(a.GPUs), To: a.Type}
 				}
 			default:
 				ji.Intent, ji.From = IntentMigrate, old.GPUs
-				ji.Reason = fmt.Sprintf("moves from %s to %s (priority %.4g)", old.Type, a.Type, a.Priority)
+				ji.Reason = Reason{Kind: Moves, Priority: a.Priority, From: old.Type, To: a.Type}
 				if gone := failedOf(old.GPUs, failed); gone != "" {
-					ji.Reason = fmt.Sprintf("moves from %s to %s: GPU %s failed", old.Type, a.Type, gone)
+					ji.Reason = Reason{Kind: MovesOffFailed, From: old.Type, To: a.Type, GPU: gone}
 				}
 			}
 			p.Intents = append(p.Intents, ji)
 		}
 	}
 	for _, id := range p.Suspend {
-		ji := JobIntent{Job: id, Intent: IntentSuspend, Reason: "not selected this round: others rank higher on every GPU type it can use"}
+		ji := JobIntent{Job: id, Intent: IntentSuspend, Reason: Reason{Kind: NotSelected}}
 		if j := jobs[id]; j != nil {
 			ji.VC, ji.Class = j.VC, j.Class
 		}
 		if old := prev[id]; old != nil {
 			ji.From = old.GPUs
 			if gone := failedOf(old.GPUs, failed); gone != "" {
-				ji.Reason = fmt.Sprintf("GPU %s failed", gone)
+				ji.Reason = Reason{Kind: GPUFailed, GPU: gone}
 			}
 		}
 		if ji.Class == Opportunistic {
 			ji.Intent = IntentPreempt
 			if slices.Contains(preempted, id) {
-				ji.Reason = "guaranteed work needs its GPUs"
+				ji.Reason = Reason{Kind: GuaranteedNeedsGPUs}
 			}
 		}
 		p.Intents = append(p.Intents, ji)

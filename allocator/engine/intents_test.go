@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func TestAnnotate(t *testing.T) {
 	}
 	for i, w := range want {
 		got := p.Intents[i]
-		if got.Job != w.job || got.Intent != w.intent || !slices.Equal(got.From, w.from) || !strings.Contains(got.Reason, w.reason) {
+		if got.Job != w.job || got.Intent != w.intent || !slices.Equal(got.From, w.from) || !strings.Contains(got.Reason.String(), w.reason) {
 			t.Errorf("intent %d: %+v, want %s %s from %v (%q)", i, got, w.job, w.intent, w.from, w.reason)
 		}
 		if got.VC != "vc-"+w.job {
@@ -82,6 +83,10 @@ func TestAnnotate(t *testing.T) {
 	// which stays on its GPU, shares it now).
 	if pa := p.Intents[6]; pa.Share != 0.5 || pa.With != "pb" {
 		t.Errorf("pair: %+v", pa)
+	}
+	if b, err := json.Marshal(p.Intents[0]); err != nil || !strings.Contains(string(b), `"intent":"admit"`) ||
+		!strings.Contains(string(b), `"reason":"first start: priority 0 on k80"`) {
+		t.Errorf("JSON %s (%v)", b, err)
 	}
 	if p.Intents[10].Class != Opportunistic || p.Intents[8].Class != Guaranteed {
 		t.Errorf("classes: %+v / %+v", p.Intents[10], p.Intents[8])

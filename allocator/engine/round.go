@@ -164,20 +164,20 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 			running[j] = true
 		}
 	}
-	active := map[string]bool{}
-	for _, j := range s.Jobs {
-		active[j.ID] = true
+	active := make(map[string]*Job, len(s.Jobs))
+	for i := range s.Jobs {
+		active[s.Jobs[i].ID] = &s.Jobs[i]
 	}
 	seen := map[string]bool{}
 	for _, a := range s.Running {
 		for _, j := range a.Jobs {
-			if active[j] && !running[j] && !seen[j] {
+			if active[j] != nil && !running[j] && !seen[j] {
 				seen[j] = true
 				plan.Suspend = append(plan.Suspend, j)
 			}
 		}
 	}
-	Annotate(s, plan, nil)
+	annotate(s, plan, nil, active)
 	return plan, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/hcl"
 )
@@ -136,6 +137,8 @@ type Backend struct {
 	finished map[string]bool
 	// intents of the plan being enforced, by job (the round's, enforce.go)
 	intents map[string]engine.Intent
+	// led is the jobs' received time (jobState.received are its accounts)
+	led *ledger.Ledger
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -161,7 +164,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{},
+	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{}}, nil
 }
 
@@ -379,6 +382,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	for id := range b.jobs {
 		if !seen[id] {
 			delete(b.jobs, id)
+			b.led.Forget(id)
 		}
 	}
 	if len(b.finished) > 0 {
@@ -503,19 +507,19 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	done, _ := b.cfg.Progress(job)
 	st := b.jobs[id]
 	if st == nil {
-		st = &jobState{arrivalS: now, lastS: now, received: map[string]float64{}}
+		st = &jobState{arrivalS: now, lastS: now, received: b.led.Job(id)}
 		if a, ok := b.hist.Arrival[id]; ok {
 			st.arrivalS = a
 		}
-		for t, v := range b.hist.Received[id] {
-			st.received[t] = v
+		if m, ok := b.hist.Received[id]; ok {
+			b.led.Restore(id, m)
 		}
 		// After a restart: the time from the last credit recorded in the
 		// state to now, if the job held its GPUs all along.
 		if mark, ok := b.hist.Credit[id]; ok && len(gpus) > 0 {
 			if c := downtimeCredit(mark, held, now); c > 0 {
 				typ := b.gpuTyp[gpus[0]]
-				st.received[typ] += c
+				b.led.Credit(id, typ, c)
 				b.log.Info("credited the allocator's downtime", "job", id, "type", typ, "seconds", c,
 					"since_s", mark.AtS, "allocs", len(held))
 			}
@@ -537,7 +541,7 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	// jobs that held GPUs at both looks missed the first round of every
 	// stint: a job run for one round at a time was credited nothing.)
 	if len(gpus) > 0 {
-		st.received[b.gpuTyp[gpus[0]]] += now - st.lastS
+		b.led.Credit(id, b.gpuTyp[gpus[0]], now-st.lastS)
 	}
 	if el == nil {
 		sort.Strings(gpus)

@@ -47,7 +47,7 @@ func (b *Backend) Restore(epoch time.Time, arrival map[string]float64, received 
 			st.arrivalS = a
 		}
 		if m := h.Received[id]; m != nil {
-			st.received = maps.Clone(m)
+			b.led.Restore(id, m)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func TestQuotaOpportunistic(t *testing.T) {
 			pre = &p.Intents[i]
 		}
 	}
-	if pre == nil || pre.Intent != engine.IntentPreempt || pre.Reason != "guaranteed work needs its GPUs" {
+	if pre == nil || pre.Intent != engine.IntentPreempt || pre.Reason.String() != "guaranteed work needs its GPUs" {
 		t.Fatalf("opportunistic job not preempted for the VC: %+v", p.Intents)
 	}
 	if len(p.Assignments) != 1 || p.Assignments[0].Jobs[0] != "a0" {
@@ -218,7 +218,7 @@ func TestQuotaFailures(t *testing.T) {
 			hit = &p.Intents[i]
 		}
 	}
-	if hit == nil || hit.Intent != engine.IntentSuspend || !strings.Contains(hit.Reason, "failed") {
+	if hit == nil || hit.Intent != engine.IntentSuspend || !strings.Contains(hit.Reason.String(), "failed") {
 		t.Errorf("job on the failed GPU: %+v", p.Intents)
 	}
 	if len(warned) != 1 || !strings.Contains(warned[0], "share") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -37,6 +38,7 @@ type simulator struct {
 	all      []*jobState
 	active   []*jobState
 	byIDs    map[string]*jobState // active jobs
+	led      *ledger.Ledger       // received time (jobState.received, pairState.recv are its accounts)
 	pairs    map[string]*pairState
 	pairTput map[[2]throughputs.Key]map[string][2]float64
 	// pairList is the snapshot's pairs, rebuilt only when pairsDirty.
@@ -63,7 +65,7 @@ type simulator struct {
 // Run simulates the trace to the end of the measurement window.
 func Run(src Source, o Options) (*Result, error) {
 	wall := time.Now()
-	s := &simulator{o: o, src: src, tb: o.Throughputs, pairs: map[string]*pairState{}, byIDs: map[string]*jobState{},
+	s := &simulator{o: o, src: src, tb: o.Throughputs, pairs: map[string]*pairState{}, byIDs: map[string]*jobState{}, led: ledger.New(),
 		pairTput: map[[2]throughputs.Key]map[string][2]float64{}}
 	if s.tb == nil {
 		s.tb = throughputs.Default()
@@ -156,7 +158,8 @@ func (s *simulator) finished() bool {
 
 func (s *simulator) addJob(tj trace.Job) {
 	js := &jobState{tj: tj, id: fmt.Sprint(tj.ID), tput: map[string]float64{}, remaining: tj.TotalSteps,
-		received: map[string]float64{}, started: -1}
+		started: -1}
+	js.received = s.led.Job(js.id)
 	for _, t := range s.types {
 		if v, ok := s.tb.Isolated(tj.Key(), t); ok {
 			js.tput[t] = v
@@ -284,15 +287,12 @@ func (s *simulator) complete() {
 		}
 		s.busyGPUS += credited * float64(len(m.gpus))
 		if len(m.jobs) == 2 {
-			if ps := s.pairs[m.pairKey]; ps != nil {
-				if ps.recv == nil {
-					ps.recv = map[string]float64{}
-					if !s.pairsDirty {
-						// Only this entry changes: no need to rebuild.
-						s.pairList[ps.li].ReceivedS = ps.recv
-					}
+			if ps := s.pairs[m.pairKey]; ps != nil && s.led.CreditPair(ps.key, m.typ, credited) {
+				ps.recv = s.led.Pair(ps.key)
+				if !s.pairsDirty {
+					// Only this entry changes: no need to rebuild.
+					s.pairList[ps.li].ReceivedS = ps.recv
 				}
-				ps.recv[m.typ] += credited
 			}
 		}
 		for i, js := range m.jobs {
@@ -300,7 +300,7 @@ func (s *simulator) complete() {
 				continue
 			}
 			if len(m.jobs) == 1 {
-				js.received[m.typ] += credited
+				s.led.Credit(js.id, m.typ, credited)
 			}
 			price := s.o.Cluster.PricePerHourUS[m.typ]
 			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1, len(m.gpus)))
@@ -326,8 +326,10 @@ func (s *simulator) complete() {
 		} else {
 			anyDone = true
 			delete(s.byIDs, js.id)
+			s.led.Forget(js.id)
 			for _, ps := range js.partners {
 				delete(s.pairs, ps.key)
+				s.led.ForgetPair(ps.key)
 			}
 			js.partners = nil
 		}
@@ -338,6 +340,7 @@ func (s *simulator) complete() {
 			for _, p := range js.partners {
 				if p.b.done {
 					delete(s.pairs, p.key)
+					s.led.ForgetPair(p.key)
 				} else {
 					ps = append(ps, p)
 				}

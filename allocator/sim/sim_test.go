@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -187,7 +188,7 @@ func TestPairListMatchesRebuild(t *testing.T) {
 	}
 	o := Options{Cluster: Cluster{Types: map[string]int{"v100": 4, "p100": 4, "k80": 4}, GPUsPerServer: 1, PricePerHourUS: DefaultPrices},
 		Engine: engine.Config{Policy: "gandiva", GavelCompat: true, RoundS: 360}}
-	s := &simulator{o: o, src: &GeneratorSource{G: g, Limit: 60}, tb: throughputs.Default(), pairs: map[string]*pairState{},
+	s := &simulator{o: o, src: &GeneratorSource{G: g, Limit: 60}, tb: throughputs.Default(), pairs: map[string]*pairState{}, led: ledger.New(),
 		byIDs: map[string]*jobState{}, pairTput: map[[2]throughputs.Key]map[string][2]float64{}}
 	if err := s.buildCluster(); err != nil {
 		t.Fatal(err)
