@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -24,8 +26,12 @@ const (
 
 // JobPolicy is a job's `policy { ... }` stanza.
 type JobPolicy struct {
-	VC     string
-	User   string
+	VC   string
+	User string
+	// Entity is the job's group inside its VC for the hierarchical
+	// policies ("": its user's entity when the VC declares one, else the
+	// VC's default entity; see the README).
+	Entity string
 	Class  Class // the stanza's priority field
 	Weight float64
 	Steps  int64
@@ -43,6 +49,7 @@ func (p JobPolicy) Elastic() bool { return p.ElasticMax > 0 }
 const (
 	MetaVC       = "rondo.vc"
 	MetaUser     = "rondo.user"
+	MetaEntity   = "rondo.entity"
 	MetaPriority = "rondo.priority"
 	MetaWeight   = "rondo.weight"
 	MetaSteps    = "rondo.steps"
@@ -88,7 +95,7 @@ func ParseJobPolicy(filename string, src []byte) (JobPolicy, hcl.Diagnostics) {
 func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	p := JobPolicy{Class: Guaranteed, Weight: 1}
 	content, diags := body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "vc", Required: true}, {Name: "user"}, {Name: "priority"}, {Name: "weight"},
+		{Name: "vc", Required: true}, {Name: "user"}, {Name: "entity"}, {Name: "priority"}, {Name: "weight"},
 		{Name: "steps"}, {Name: "model"}, {Name: "slo"}},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "elastic"}}})
 	str := func(name string, dst *string) *hcl.Attribute {
@@ -104,6 +111,12 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	str("vc", &p.VC)
 	str("user", &p.User)
 	str("model", &p.Model)
+	n := len(diags)
+	if a := str("entity", &p.Entity); a != nil && !diags[n:].HasErrors() {
+		if err := CheckEntityName(p.Entity); err != nil {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid entity", fmt.Sprintf("entity = %q %v", p.Entity, err)))
+		}
+	}
 	var prio, slo string
 	if a := str("priority", &prio); a != nil && prio != "" {
 		p.Class = Class(prio)
@@ -173,6 +186,25 @@ func decodeElastic(b *hcl.Block, diags hcl.Diagnostics) (int, int, hcl.Diagnosti
 	return lo, hi, diags
 }
 
+// CheckEntityName says what is wrong with a job's entity name (nil: fine):
+// it names an entity block of its VC, so it is not empty, has no
+// surrounding spaces or control characters and is at most 128 bytes.
+// Whether the VC declares it is known only to the allocator (an undeclared
+// name puts the job in the VC's default entity).
+func CheckEntityName(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("must not be empty (leave the field out for none)")
+	case len(s) > 128:
+		return fmt.Errorf("is longer than 128 bytes")
+	case strings.TrimSpace(s) != s:
+		return fmt.Errorf("must not start or end with a space")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0 || !utf8.ValidString(s):
+		return fmt.Errorf("must be printable text")
+	}
+	return nil
+}
+
 // ParseElastic reads a "min:max" worker range (meta rondo.elastic).
 func ParseElastic(v string) (int, int, error) {
 	a, b, ok := strings.Cut(v, ":")
@@ -197,6 +229,9 @@ func (p JobPolicy) ToMeta() map[string]string {
 		MetaWeight: strconv.FormatFloat(p.Weight, 'g', -1, 64)}
 	if p.User != "" {
 		m[MetaUser] = p.User
+	}
+	if p.Entity != "" {
+		m[MetaEntity] = p.Entity
 	}
 	if p.Steps != 0 {
 		m[MetaSteps] = strconv.FormatInt(p.Steps, 10)
@@ -240,6 +275,11 @@ func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
 			p.VC = v
 		case MetaUser:
 			p.User = v
+		case MetaEntity:
+			if err := CheckEntityName(v); err != nil {
+				return p, &MetaError{k, v, err.Error()}
+			}
+			p.Entity = v
 		case MetaModel:
 			p.Model = v
 		case MetaPriority:

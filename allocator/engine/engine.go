@@ -38,6 +38,38 @@ type Config struct {
 	TypeOrder []string
 	// Solve replaces policies.SolveWithHint (tests); nil is the default.
 	Solve SolveFunc
+	// Entities are the hierarchical policies' entities of the engine's VC
+	// (weight; "fairness" or "fifo" inside). Empty: the policy is given no
+	// entities (water-filling then runs every job in one). Set: each job
+	// goes to the entity EntityOf names, and the policy sees them all.
+	Entities map[string]policies.Entity
+	// ResetFirst makes the first round recompute even when a restored
+	// history records no event: the engine replaces one whose policy was
+	// given other entities (a reload).
+	ResetFirst bool
+}
+
+// DefaultEntity takes the jobs that name no declared entity (EntityOf):
+// weight 1 and fairness inside unless the VC declares an entity of this
+// name.
+const DefaultEntity = "default"
+
+// EntityOf is the entity a job runs in under cfg's entities: the job's own
+// Entity when declared; else its User when an entity of that name is
+// declared; else DefaultEntity. An undeclared name is not an error: the
+// job shares the default entity (naming a new entity must not buy a new
+// share). "" when cfg declares no entities.
+func (cfg *Config) EntityOf(j *Job) string {
+	if len(cfg.Entities) == 0 {
+		return ""
+	}
+	if _, ok := cfg.Entities[j.Entity]; ok && j.Entity != "" {
+		return j.Entity
+	}
+	if _, ok := cfg.Entities[j.User]; ok && j.User != "" {
+		return j.User
+	}
+	return DefaultEntity
 }
 
 // Engine holds the mechanism's state between rounds: the allocation, the
@@ -102,6 +134,12 @@ type Engine struct {
 	isoTput  map[string]float64
 	isoSteps map[string]float64 // steps done at the last recompute
 	rounds   int
+
+	// entityOf is each job's entity at the last recompute (only with
+	// entities): a job moved to another entity is a reset event.
+	entityOf map[string]string
+	// firstDone: ResetFirst has been honoured.
+	firstDone bool
 }
 
 // New checks the configuration.
@@ -117,6 +155,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.GavelCompat && cfg.MinResetIntervalS == 0 {
 		cfg.MinResetIntervalS = 1920
+	}
+	// Bad entities would fail every recompute: refuse them here.
+	for n, ent := range cfg.Entities {
+		if !(ent.Weight > 0) || math.IsInf(ent.Weight, 0) {
+			return nil, fmt.Errorf("engine: entity %q: weight must be a positive number", n)
+		}
+		if ent.Policy != "" && ent.Policy != "fairness" && ent.Policy != "fifo" {
+			return nil, fmt.Errorf("engine: entity %q: policy %q (want fairness or fifo)", n, ent.Policy)
+		}
 	}
 	name := cfg.Policy
 	if c, err := policies.Canonical(name); err == nil {
@@ -222,6 +269,13 @@ func (e *Engine) RequestReset() { e.needUpdate = true }
 func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 	e.noteEvents(s)
 	e.syncUnits(s)
+	if e.cfg.ResetFirst && !e.firstDone {
+		e.firstDone = true
+		e.needUpdate = true
+	}
+	if !e.needUpdate && len(e.cfg.Entities) > 0 {
+		e.needUpdate = e.entitiesMoved(s)
+	}
 	if !e.needUpdate {
 		return false, 0, nil
 	}
@@ -488,6 +542,19 @@ func typeNames(gpus []GPU) []string {
 	return out
 }
 
+// entitiesMoved reports whether a job is now in another entity than at the
+// last recompute (its meta changed). Jobs not seen at one (new, or before
+// a restored history's first recompute here) are not moves.
+func (e *Engine) entitiesMoved(s *Snapshot) bool {
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		if old, ok := e.entityOf[j.ID]; ok && old != e.cfg.EntityOf(j) {
+			return true
+		}
+	}
+	return false
+}
+
 // problem builds the policy's input. It also advances finish-time
 // fairness's running isolated time: each recompute adds the steps done
 // since the last one over the isolated (1/n equal share) throughput then.
@@ -529,6 +596,9 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			pj.SLOs = &slo
 		}
 		p.Jobs = append(p.Jobs, pj)
+	}
+	if len(e.cfg.Entities) > 0 {
+		e.setEntities(p, runnable)
 	}
 	// Isolated throughput for the next interval: an equal 1/n share
 	// (types in name order so that sums do not depend on map order).
@@ -581,6 +651,25 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 	}
 	return p
+}
+
+// setEntities gives the policy the configured entities and each job's
+// (EntityOf), adding the default entity when a job falls into it
+// undeclared, and records them for entitiesMoved.
+func (e *Engine) setEntities(p *policies.Problem, runnable []Job) {
+	p.Entities = make(map[string]policies.Entity, len(e.cfg.Entities)+1)
+	for n, ent := range e.cfg.Entities {
+		p.Entities[n] = ent
+	}
+	e.entityOf = make(map[string]string, len(runnable))
+	for i := range runnable {
+		ent := e.cfg.EntityOf(&runnable[i])
+		p.Jobs[i].Entity = ent
+		e.entityOf[runnable[i].ID] = ent
+		if _, ok := p.Entities[ent]; !ok {
+			p.Entities[ent] = policies.Entity{Weight: 1, Policy: "fairness"}
+		}
+	}
 }
 
 // sameKeys reports whether m has exactly the types in counts.

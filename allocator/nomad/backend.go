@@ -605,7 +605,8 @@ func (b *Backend) throughput(model string, sf int, typ string) float64 {
 func (st *jobState) engineJob(id string) engine.Job {
 	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
-		ReceivedS: map[string]float64{}, VC: st.policy.VC, User: st.policy.User, Started: st.admitted}
+		ReceivedS: map[string]float64{}, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
+		Started: st.admitted}
 	if st.policy.Class == hcl.Opportunistic {
 		j.Class = engine.Opportunistic
 	}

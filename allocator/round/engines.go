@@ -24,16 +24,33 @@ func NewEngines(names, pols []string, oppPolicy string, roundS float64) (*Engine
 	if len(pols) != len(names) {
 		return nil, fmt.Errorf("round: %d policies for %d VCs", len(pols), len(names))
 	}
+	cfgs := make([]engine.Config, len(pols))
+	for i, p := range pols {
+		cfgs[i] = engine.Config{Policy: p, RoundS: roundS}
+	}
+	var opp *engine.Config
+	if oppPolicy != "" {
+		opp = &engine.Config{Policy: oppPolicy, RoundS: roundS}
+	}
+	return NewEnginesFrom(names, cfgs, opp)
+}
+
+// NewEnginesFrom makes one engine per VC from its configuration (policy,
+// entities...), and the opportunistic engine when opp is set.
+func NewEnginesFrom(names []string, cfgs []engine.Config, opp *engine.Config) (*Engines, error) {
+	if len(cfgs) != len(names) {
+		return nil, fmt.Errorf("round: %d policies for %d VCs", len(cfgs), len(names))
+	}
 	d := &Engines{}
 	for i, n := range names {
-		e, err := engine.New(engine.Config{Policy: pols[i], RoundS: roundS})
+		e, err := engine.New(cfgs[i])
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", n, err)
 		}
 		d.VCs = append(d.VCs, vcround.VC{Name: n, Engine: e})
 	}
-	if oppPolicy != "" {
-		e, err := engine.New(engine.Config{Policy: oppPolicy, RoundS: roundS})
+	if opp != nil {
+		e, err := engine.New(*opp)
 		if err != nil {
 			return nil, fmt.Errorf("round: opportunistic: %w", err)
 		}

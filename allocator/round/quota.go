@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 // QuotaVC is a virtual cluster without cells: a share in GPUs per type,
@@ -15,6 +16,8 @@ type QuotaVC struct {
 	Name   string
 	Policy string
 	GPUs   map[string]int
+	// Entities feed the VC's hierarchical policy (nil: none).
+	Entities map[string]policies.Entity
 }
 
 // Quota decides a round for virtual clusters declared without cells
@@ -41,13 +44,16 @@ type Quota struct {
 }
 
 // NewQuota makes one engine per VC (its policy, default
-// max_min_fairness_perf) and the opportunistic engine (oppPolicy; ""
-// leaves opportunistic jobs waiting).
-func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, warn func(msg string, args ...any)) (*Quota, error) {
+// max_min_fairness_perf, and its entities) and the opportunistic engine
+// (oppPolicy; "" leaves opportunistic jobs waiting). reset: every engine
+// recomputes at its first round, whatever history it is given (a reload
+// changed what the history does not record).
+func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, reset bool, warn func(msg string, args ...any)) (*Quota, error) {
 	if len(vcs) == 0 {
 		return nil, fmt.Errorf("round: no virtual clusters")
 	}
-	var names, pols []string
+	var names []string
+	var cfgs []engine.Config
 	q := &Quota{vcs: vcs, vcIdx: map[string]int{}, warn: warn, warned: map[string]bool{}}
 	for i, v := range vcs {
 		if _, dup := q.vcIdx[v.Name]; dup || v.Name == "" {
@@ -63,10 +69,15 @@ func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, warn func(msg str
 		if pol == "" {
 			pol = "max_min_fairness_perf"
 		}
-		names, pols = append(names, v.Name), append(pols, pol)
+		names = append(names, v.Name)
+		cfgs = append(cfgs, engine.Config{Policy: pol, RoundS: roundS, Entities: v.Entities, ResetFirst: reset})
 		q.part = append(q.part, map[string]bool{})
 	}
-	es, err := NewEngines(names, pols, oppPolicy, roundS)
+	var opp *engine.Config
+	if oppPolicy != "" {
+		opp = &engine.Config{Policy: oppPolicy, RoundS: roundS, ResetFirst: reset}
+	}
+	es, err := NewEnginesFrom(names, cfgs, opp)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func TestQuotaIsAPrivateCluster(t *testing.T) {
 	vcs := []QuotaVC{{Name: "a", Policy: "fifo_perf", GPUs: map[string]int{"v100": 2, "k80": 1}},
 		{Name: "b", Policy: "max_min_fairness_perf", GPUs: map[string]int{"v100": 2, "p100": 3, "k80": 2}}}
 	var warned []string
-	q, err := NewQuota(vcs, "max_min_fairness_perf", 360, func(msg string, _ ...any) { warned = append(warned, msg) })
+	q, err := NewQuota(vcs, "max_min_fairness_perf", 360, false, func(msg string, _ ...any) { warned = append(warned, msg) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestQuotaIsAPrivateCluster(t *testing.T) {
 // TestQuotaOpportunistic: an opportunistic job runs on a VC's idle share
 // and is preempted, with that reason, when the VC's own job arrives.
 func TestQuotaOpportunistic(t *testing.T) {
-	q, err := NewQuota([]QuotaVC{{Name: "a", GPUs: map[string]int{"v100": 4}}}, "max_min_fairness_perf", 360, nil)
+	q, err := NewQuota([]QuotaVC{{Name: "a", GPUs: map[string]int{"v100": 4}}}, "max_min_fairness_perf", 360, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestQuotaOpportunistic(t *testing.T) {
 // none are left.
 func TestQuotaFailures(t *testing.T) {
 	var warned []string
-	q, err := NewQuota([]QuotaVC{{Name: "a", GPUs: map[string]int{"k80": 2}}, {Name: "b", GPUs: map[string]int{"k80": 2}}}, "", 360,
+	q, err := NewQuota([]QuotaVC{{Name: "a", GPUs: map[string]int{"k80": 2}}, {Name: "b", GPUs: map[string]int{"k80": 2}}}, "", 360, false,
 		func(msg string, _ ...any) { warned = append(warned, msg) })
 	if err != nil {
 		t.Fatal(err)

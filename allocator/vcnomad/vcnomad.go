@@ -21,6 +21,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/vcround"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 // Config configures a Decider.
@@ -34,6 +35,12 @@ type Config struct {
 	Policies  []string
 	OppPolicy string
 	RoundS    float64
+	// Entities per VC, in the spec's VC order (nil, or a nil entry: that
+	// VC's policy is given no entities); see engine.Config.Entities.
+	Entities []map[string]policies.Entity
+	// ResetFirst: every engine recomputes at its first round, whatever a
+	// restored history says (a reload changed the entities).
+	ResetFirst bool
 	// Warn, if set, is told about jobs skipped and cells without GPUs.
 	Warn func(msg string, args ...any)
 	// Selectors, when set, replace NodeOfCell: each top cell's node cells
@@ -64,7 +71,24 @@ func New(cfg Config) (*Decider, error) {
 		return nil, fmt.Errorf("vcnomad: cells: %w", err)
 	}
 	names := a.VCs()
-	es, err := round.NewEngines(names, cfg.Policies, cfg.OppPolicy, cfg.RoundS)
+	if len(cfg.Policies) != len(names) {
+		return nil, fmt.Errorf("vcnomad: %d policies for %d VCs", len(cfg.Policies), len(names))
+	}
+	if cfg.Entities != nil && len(cfg.Entities) != len(names) {
+		return nil, fmt.Errorf("vcnomad: entities for %d VCs, %d VCs", len(cfg.Entities), len(names))
+	}
+	ecfgs := make([]engine.Config, len(names))
+	for i := range names {
+		ecfgs[i] = engine.Config{Policy: cfg.Policies[i], RoundS: cfg.RoundS, ResetFirst: cfg.ResetFirst}
+		if cfg.Entities != nil {
+			ecfgs[i].Entities = cfg.Entities[i]
+		}
+	}
+	var opp *engine.Config
+	if cfg.OppPolicy != "" {
+		opp = &engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS, ResetFirst: cfg.ResetFirst}
+	}
+	es, err := round.NewEnginesFrom(names, ecfgs, opp)
 	if err != nil {
 		return nil, fmt.Errorf("vcnomad: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 func init() {
@@ -75,6 +77,8 @@ type agentSettings struct {
 	round  time.Duration
 	vcs    []agent.VC
 	cells  bool // the config declares cells and VCs: per-VC engines
+	// entities per VC in config order (nil entries: none declared).
+	entities []map[string]policies.Entity
 }
 
 func (c *agentCmd) load() (*agentSettings, error) {
@@ -95,6 +99,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 			p = rhcl.DefaultVCPolicy
 		}
 		s.vcs = append(s.vcs, agent.VC{Name: v.Name, Policy: p})
+		s.entities = append(s.entities, vcEntities(v))
 	}
 	if c.round > 0 {
 		s.round = c.round
@@ -102,8 +107,34 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	return s, nil
 }
 
-func newEngine(s *agentSettings) (*engine.Engine, error) {
-	return engine.New(engine.Config{Policy: s.policy, RoundS: s.round.Seconds()})
+// vcEntities is a VC's entity blocks as the hierarchical policies take them
+// (nil: none): an entity runs FIFO inside when its policy is a fifo*
+// policy, weighted fairness for any other (the two the hierarchical policy
+// runs inside an entity).
+func vcEntities(v rhcl.VC) map[string]policies.Entity {
+	if len(v.Entities) == 0 {
+		return nil
+	}
+	out := make(map[string]policies.Entity, len(v.Entities))
+	for _, e := range v.Entities {
+		inside := "fairness"
+		if c, err := policies.Canonical(e.Policy); err == nil && strings.HasPrefix(c, "fifo") {
+			inside = "fifo"
+		}
+		out[e.Name] = policies.Entity{Weight: e.Weight, Policy: inside}
+	}
+	return out
+}
+
+// newEngine is the single engine: the first VC's policy and entities.
+// reset: its first round recomputes whatever the restored history says
+// (a reload changed the entities).
+func newEngine(s *agentSettings, reset bool) (*engine.Engine, error) {
+	cfg := engine.Config{Policy: s.policy, RoundS: s.round.Seconds(), ResetFirst: reset}
+	if len(s.entities) > 0 {
+		cfg.Entities = s.entities[0]
+	}
+	return engine.New(cfg)
 }
 
 // newDecider is the round's decider for the config: with cells, per-VC
@@ -111,18 +142,19 @@ func newEngine(s *agentSettings) (*engine.Engine, error) {
 // nodes; with quota-only VCs (gpus shares, no cells), per-VC engines each
 // on at most its share of the cluster (round.Quota); else (one VC, no
 // share) the single engine for the whole cluster. Opportunistic jobs run
-// under the default VC policy on what the VCs leave free.
-func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
+// under the default VC policy on what the VCs leave free. Each engine is
+// given its VC's entities; reset as in newEngine.
+func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, error) {
 	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
 	if s.cfg.QuotaOnly() {
 		var qs []round.QuotaVC
-		for _, v := range s.cfg.VCs {
-			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs})
+		for i, v := range s.cfg.VCs {
+			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: s.entities[i]})
 		}
-		return round.NewQuota(qs, rhcl.DefaultVCPolicy, s.round.Seconds(), warn)
+		return round.NewQuota(qs, rhcl.DefaultVCPolicy, s.round.Seconds(), reset, warn)
 	}
 	if !s.cells {
-		return newEngine(s)
+		return newEngine(s, reset)
 	}
 	var sels []vcnomad.Selector
 	for _, c := range s.cfg.Cells {
@@ -137,7 +169,7 @@ func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
 		pols = append(pols, v.Policy)
 	}
 	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Policies: pols,
-		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(),
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), Entities: s.entities, ResetFirst: reset,
 		Warn: warn})
 }
 
@@ -213,7 +245,7 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		log.Warn("preemption: " + err.Error())
 	}
-	dec, err := newDecider(s, log)
+	dec, err := newDecider(s, log, false)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -287,11 +319,13 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			smu.Lock()
 			var e agent.Decider
-			if ns.policy != s.policy || ns.cells != s.cells {
+			entities := !slices.EqualFunc(ns.entities, s.entities, maps.Equal)
+			if ns.policy != s.policy || ns.cells != s.cells || entities {
 				// A new policy starts a new engine: the recompute baselines
 				// restart (cumulative received time is kept), the running
-				// placement is re-read from Nomad.
-				if e, err = newDecider(ns, log); err != nil {
+				// placement is re-read from Nomad. New entities keep the
+				// history (same policies) but recompute at the next round.
+				if e, err = newDecider(ns, log, entities); err != nil {
 					smu.Unlock()
 					log.Error("reload failed", "error", err)
 					continue
@@ -303,7 +337,7 @@ func (c *agentCmd) Run(args []string) int {
 			taskEnv(ns)
 			s = ns
 			smu.Unlock()
-			log.Info("config reloaded", "policy", ns.policy, "round", ns.round)
+			log.Info("config reloaded", "policy", ns.policy, "round", ns.round, "entities_changed", entities)
 		}
 	}()
 	// After a lost leader lock the decider is rebuilt, as in a restarted
@@ -312,7 +346,7 @@ func (c *agentCmd) Run(args []string) int {
 	fresh := func() error {
 		smu.Lock()
 		defer smu.Unlock()
-		e, err := newDecider(s, log)
+		e, err := newDecider(s, log, false)
 		if err != nil {
 			return err
 		}
