@@ -100,6 +100,12 @@ type Config struct {
 type VC struct {
 	Name   string `json:"name"`
 	Policy string `json:"policy"`
+	// GPUs is a quota-only VC's share per GPU type; Cells a VC's quota of
+	// cells per cell type (as written in the config).
+	GPUs  map[string]int `json:"gpus,omitempty"`
+	Cells map[string]int `json:"cells,omitempty"`
+	// Entities are the weights of its entities (hierarchical policies).
+	Entities map[string]float64 `json:"entities,omitempty"`
 }
 
 // TypeUsage counts one GPU type's GPUs.

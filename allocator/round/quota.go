@@ -32,8 +32,11 @@ type QuotaVC struct {
 //
 // A VC's idle share runs opportunistic work, which is preempted when the
 // VC needs the GPUs back. When failures leave fewer GPUs of a type than
-// the shares add up to, VCs are served in declaration order. Guaranteed
-// jobs of an undeclared VC are not scheduled (warned once).
+// the shares add up to, every VC keeps the healthy GPUs it holds (a
+// failure never moves another VC's guaranteed work); the VCs that lost
+// GPUs refill from free ones, in declaration order, and a warning says
+// which share is short. Guaranteed jobs of an undeclared VC are not
+// scheduled (warned once).
 type Quota struct {
 	*Engines
 	vcs    []QuotaVC

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -98,13 +97,47 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
-		s.vcs = append(s.vcs, agent.VC{Name: v.Name, Policy: p})
+		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		for _, q := range v.Quota {
+			if vc.Cells == nil {
+				vc.Cells = map[string]int{}
+			}
+			vc.Cells[q.CellType] = q.Count
+		}
+		for _, e := range v.Entities {
+			if vc.Entities == nil {
+				vc.Entities = map[string]float64{}
+			}
+			vc.Entities[e.Name] = e.Weight
+		}
+		s.vcs = append(s.vcs, vc)
 		s.entities = append(s.entities, vcEntities(v))
 	}
 	if c.round > 0 {
 		s.round = c.round
 	}
 	return s, nil
+}
+
+// deciderKey is what the decider is built from, without source positions:
+// the round length, cell types, cells with their selectors, and each VC's
+// quota or share, policy, weight and entities. A reload rebuilds the
+// decider when it changes.
+func deciderKey(s *agentSettings) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "round %s\n", s.round)
+	for _, t := range s.cfg.CellTypes {
+		fmt.Fprintf(&b, "cell_type %q %q %q %d %v\n", t.Name, t.GPUType, t.Child, t.Count, t.Node)
+	}
+	for _, c := range s.cfg.Cells {
+		fmt.Fprintf(&b, "cell %q %q %q %q %q %q %q %q %q\n", c.Type, c.Name, c.NomadNode, c.NomadNodes, c.NodePool, c.NodeClass,
+			c.GPUType, c.Bad, c.Pinned)
+	}
+	for i, v := range s.vcs {
+		fmt.Fprintf(&b, "vc %q %q %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned)
+		fmt.Fprintf(&b, " %v\n", s.entities[i]) // maps print sorted
+	}
+	return b.String()
 }
 
 // vcEntities is a VC's entity blocks as the hierarchical policies take them
@@ -319,13 +352,16 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			smu.Lock()
 			var e agent.Decider
-			entities := !slices.EqualFunc(ns.entities, s.entities, maps.Equal)
-			if ns.policy != s.policy || ns.cells != s.cells || entities {
-				// A new policy starts a new engine: the recompute baselines
-				// restart (cumulative received time is kept), the running
-				// placement is re-read from Nomad. New entities keep the
-				// history (same policies) but recompute at the next round.
-				if e, err = newDecider(ns, log, entities); err != nil {
+			changed := deciderKey(ns) != deciderKey(s)
+			if changed {
+				// Any change of what the decider is built from (cells and
+				// their selectors, quotas or shares, a VC's policy or
+				// entities, the round length) takes effect at the next
+				// round: a new decider, which takes the saved history where
+				// it can (same policies; cumulative received time is kept
+				// anyway) and recomputes at its first round; the running
+				// placement is re-read from Nomad.
+				if e, err = newDecider(ns, log, true); err != nil {
 					smu.Unlock()
 					log.Error("reload failed", "error", err)
 					continue
@@ -337,7 +373,7 @@ func (c *agentCmd) Run(args []string) int {
 			taskEnv(ns)
 			s = ns
 			smu.Unlock()
-			log.Info("config reloaded", "policy", ns.policy, "round", ns.round, "entities_changed", entities)
+			log.Info("config reloaded", "policy", ns.policy, "round", ns.round, "decider_rebuilt", changed)
 		}
 	}()
 	// After a lost leader lock the decider is rebuilt, as in a restarted
