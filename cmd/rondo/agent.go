@@ -22,10 +22,8 @@ import (
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
-	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -106,39 +104,16 @@ func newEngine(s *agentSettings) (*engine.Engine, error) {
 	return engine.New(engine.Config{Policy: s.policy, RoundS: s.round.Seconds()})
 }
 
-// newDecider is the round's decider for the config: with cells, per-VC
-// engines (each VC's policy) over the cell layer, cells mapped to Nomad
-// nodes; with quota-only VCs (gpus shares, no cells), per-VC engines each
-// on at most its share of the cluster (round.Quota); else (one VC, no
-// share) the single engine for the whole cluster. Opportunistic jobs run
-// under the default VC policy on what the VCs leave free.
+// newDecider is the round's decider for the config: the per-VC decider
+// the config declares (vcDecider, shared with `rondo simulate
+// --vc-config`), else (one VC, no share, no cells) the single engine for
+// the whole cluster.
 func newDecider(s *agentSettings, log hclog.Logger) (agent.Decider, error) {
-	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
-	if s.cfg.QuotaOnly() {
-		var qs []round.QuotaVC
-		for _, v := range s.cfg.VCs {
-			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs})
-		}
-		return round.NewQuota(qs, rhcl.DefaultVCPolicy, s.round.Seconds(), warn)
+	d, err := vcDecider(s.cfg, s.round.Seconds(), func(msg string, args ...any) { log.Warn(msg, args...) })
+	if d != nil || err != nil {
+		return d, err
 	}
-	if !s.cells {
-		return newEngine(s)
-	}
-	var sels []vcnomad.Selector
-	for _, c := range s.cfg.Cells {
-		sel := vcnomad.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
-		if c.NomadNode != "" {
-			sel.Nodes = []string{c.NomadNode}
-		}
-		sels = append(sels, sel)
-	}
-	var pols []string
-	for _, v := range s.vcs {
-		pols = append(pols, v.Policy)
-	}
-	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Policies: pols,
-		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(),
-		Warn: warn})
+	return newEngine(s)
 }
 
 // cellPools lists the node pools cells select (node_pool): GPU pools
