@@ -620,4 +620,3 @@ func writeVCLines(w io.Writer, res *sim.Result) {
 		line("opportunistic", *res.Opportunistic)
 	}
 }
-
