@@ -38,8 +38,12 @@ func (s *simulator) initFaults() error {
 		layout[i] = faults.GPU{ID: g.ID, Type: g.Type, Server: g.Server}
 		f.index[g.ID] = i
 	}
+	res := faults.ByType(layout)
+	if s.nodeGPUs != nil {
+		res = faults.ByNode(s.nodeGPUs) // VC mode: targets name nodes (vc.go)
+	}
 	var err error
-	if f.events, err = s.o.Faults.Resolve(faults.ByType(layout)); err != nil {
+	if f.events, err = s.o.Faults.Resolve(res); err != nil {
 		return err
 	}
 	for _, ev := range f.events {

@@ -60,6 +60,13 @@ type simulator struct {
 	peakActive  int
 	steps       int         // clock ticks (Next)
 	faults      *faultState // nil without fault injection (faults.go)
+
+	// VC mode (vc.go): the nodes, each node's GPU ids in index order, and
+	// the jobs the plans stopped per VC and of the opportunistic class.
+	nodes    []engine.Node
+	nodeGPUs map[string][]string
+	vcStops  map[string]int
+	oppStops int
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -82,19 +89,27 @@ func Run(src Source, o Options) (*Result, error) {
 	if err := s.initFaults(); err != nil {
 		return nil, err
 	}
-	eng, err := engine.New(o.Engine)
-	if err != nil {
-		return nil, err
+	// The one driver loop, on the simulator's virtual clock; the ideal
+	// baseline decides only the allocation and realizes it fluidly; in VC
+	// mode the given decider decides.
+	r := loop.Round{Backend: s, Decider: o.Decider}
+	if o.Decider != nil {
+		if o.Ideal {
+			return nil, fmt.Errorf("sim: a decider of its own needs the round-based mechanism, not the ideal one")
+		}
+	} else {
+		eng, err := engine.New(o.Engine)
+		if err != nil {
+			return nil, err
+		}
+		s.eng = eng
+		r.Decider = eng
+		if o.Ideal {
+			r.Decider = engine.Fluid{Engine: eng}
+		}
 	}
-	s.eng = eng
 	if err := s.fetch(); err != nil {
 		return nil, err
-	}
-	// The one driver loop, on the simulator's virtual clock; the ideal
-	// baseline decides only the allocation and realizes it fluidly.
-	r := loop.Round{Backend: s, Decider: eng}
-	if o.Ideal {
-		r.Decider = engine.Fluid{Engine: eng}
 	}
 	step := func(ctx context.Context) error {
 		_, _, err := r.Step(ctx)
@@ -105,11 +120,15 @@ func Run(src Source, o Options) (*Result, error) {
 	}
 	res := s.result()
 	s.faultResult(res)
+	s.vcResult(res)
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
 
 func (s *simulator) buildCluster() error {
+	if len(s.o.Nodes) > 0 {
+		return s.buildNodes()
+	}
 	for t := range s.o.Cluster.Types {
 		s.types = append(s.types, t)
 	}
@@ -166,7 +185,7 @@ func (s *simulator) addJob(tj trace.Job) {
 		}
 	}
 	s.all = append(s.all, js)
-	if s.eng.Packing() {
+	if s.packs() {
 		for _, a := range s.active {
 			if a.tj.ScaleFactor != js.tj.ScaleFactor {
 				continue
@@ -266,12 +285,13 @@ func (s *simulator) Observe() (*engine.Snapshot, error) {
 	if len(s.active) == 0 {
 		return nil, nil
 	}
-	return s.snapshot(), nil
+	return s.vcSnapshot(s.snapshot()), nil
 }
 
 // Enforce runs the plan's units for one round (micro-tasks), or under the
 // ideal baseline the allocation fluidly until the next arrival.
 func (s *simulator) Enforce(plan *engine.Plan) error {
+	s.vcIntents(plan)
 	if s.o.Ideal {
 		return s.ideal(plan)
 	}
@@ -385,7 +405,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		}
 		snap.Jobs = append(snap.Jobs, j)
 	}
-	if s.eng.Packing() {
+	if s.packs() {
 		// Pairs ordered by (earlier job, later job) in arrival order.
 		if s.pairsDirty {
 			s.pairList = s.pairList[:0]

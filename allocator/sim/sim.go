@@ -19,6 +19,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/faults"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -122,6 +123,16 @@ type Options struct {
 	// (faults.go); its targets name GPUs and servers per type as the
 	// cluster is laid out. Not with Ideal.
 	Faults *faults.Schedule
+	// Nodes, when set, lay the cluster out by node instead of
+	// Cluster.Types (vc.go): the snapshot lists them and fault targets
+	// name them (faults.ByNode: node:<name>, gpu:<name>:<i>).
+	Nodes []Node
+	// Decider, when set, decides every round instead of one engine of
+	// Engine.Policy (VC mode, vc.go: round.Quota or vcnomad.Decider, built
+	// as the agent builds them); Engine.RoundS is still the round length
+	// and Engine.Policy only names the run. Each job's VC and class come
+	// from the trace (trace.Job.VC, Opportunistic). Not with Ideal.
+	Decider loop.Decider
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -200,9 +211,13 @@ type Result struct {
 	FaultInterruptions int     `json:"fault_interruptions,omitempty"`
 	EndS               float64 `json:"end_s"`
 	// PeakActive is the most jobs active at once (arrived, unfinished).
-	PeakActive int         `json:"peak_active"`
-	Finished   bool        `json:"finished"`
-	Jobs       []JobResult `json:"-"`
+	PeakActive int  `json:"peak_active"`
+	Finished   bool `json:"finished"`
+	// VCs are the per-VC metrics of guaranteed jobs and Opportunistic those
+	// of opportunistic jobs (VC mode only, vc.go).
+	VCs           []VCResult  `json:"vcs,omitempty"`
+	Opportunistic *VCResult   `json:"opportunistic,omitempty"`
+	Jobs          []JobResult `json:"-"`
 }
 
 // Percentile is numpy's default (linear interpolation) percentile.

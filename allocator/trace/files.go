@@ -95,7 +95,9 @@ func WriteJSONL(w io.Writer, jobs []Job) error {
 }
 
 // ReadJSONL reads Rondo's JSON-lines trace. Unknown fields are errors.
-func ReadJSONL(r io.Reader) ([]Job, error) {
+func ReadJSONL(r io.Reader) ([]Job, error) { return readJSONL(r, nil) }
+
+func readJSONL(r io.Reader, check func(Job) error) ([]Job, error) {
 	var out []Job
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -118,6 +120,11 @@ func ReadJSONL(r io.Reader) ([]Job, error) {
 		if j.Priority == 0 {
 			j.Priority = 1
 		}
+		if check != nil {
+			if err := check(j); err != nil {
+				return nil, fmt.Errorf("line %d: %w", line, err)
+			}
+		}
 		out = append(out, j)
 	}
 	return out, sc.Err()
@@ -126,7 +133,12 @@ func ReadJSONL(r io.Reader) ([]Job, error) {
 // ReadFile reads a trace file: Gavel's tab-separated format when the first
 // line has tabs, else JSON lines. Jobs are sorted by arrival (stable) and
 // renumbered 0, 1, ... in that order.
-func ReadFile(path string) ([]Job, error) {
+func ReadFile(path string) ([]Job, error) { return ReadFileCheck(path, nil) }
+
+// ReadFileCheck is ReadFile that also passes every job of a JSON-lines
+// trace, as read, to check (when set): its error is reported with the file and line, e.g. a job's
+// vc that the cluster config does not declare.
+func ReadFileCheck(path string, check func(Job) error) ([]Job, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -134,9 +146,10 @@ func ReadFile(path string) ([]Job, error) {
 	first, _, _ := bytes.Cut(b, []byte("\n"))
 	var jobs []Job
 	if bytes.Contains(first, []byte("\t")) {
+		// Gavel's format carries no field check could reject (no vc).
 		jobs, err = ReadPhysical(bytes.NewReader(b))
 	} else {
-		jobs, err = ReadJSONL(bytes.NewReader(b))
+		jobs, err = readJSONL(bytes.NewReader(b), check)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -35,6 +35,11 @@ type Job struct {
 	// free, up to this many (JSON-lines traces only).
 	ElasticMaxGPUs  int `json:"elastic_max_gpus,omitempty"`
 	ElasticStepGPUs int `json:"elastic_step_gpus,omitempty"`
+	// VC is the job's virtual cluster and Opportunistic its class (runs on
+	// what the VCs leave, preempted first) under `rondo simulate
+	// --vc-config` (JSON-lines traces only; otherwise drawn by the CLI).
+	VC            string `json:"vc,omitempty"`
+	Opportunistic bool   `json:"opportunistic,omitempty"`
 
 	// Physical-cluster trace fields, carried through unchanged.
 	Command      string `json:"command,omitempty"`

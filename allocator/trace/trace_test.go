@@ -3,11 +3,13 @@ package trace
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/throughputs"
@@ -224,5 +226,42 @@ func TestJSONLRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadJSONL(bytes.NewReader([]byte(`{"id":0,"model":"A3C","scale_factor":1,"total_steps":5,"bogus":1}`))); err == nil {
 		t.Fatal("unknown field accepted")
+	}
+}
+
+// TestJSONLVCFields: vc and opportunistic round-trip through JSON lines,
+// are absent from the JSON of jobs without them, and ReadFileCheck reports
+// a job its check rejects with the file and line.
+func TestJSONLVCFields(t *testing.T) {
+	jobs := []Job{
+		{ID: 0, Model: "A3C", ScaleFactor: 1, TotalSteps: 5, Priority: 1},
+		{ID: 1, Model: "A3C", ScaleFactor: 1, TotalSteps: 5, Priority: 1, ArrivalS: 1, VC: "prod"},
+		{ID: 2, Model: "A3C", ScaleFactor: 2, TotalSteps: 5, Priority: 1, ArrivalS: 2, VC: "dev", Opportunistic: true},
+	}
+	var buf bytes.Buffer
+	if err := WriteJSONL(&buf, jobs); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	if strings.Contains(lines[0], "vc") || strings.Contains(lines[0], "opportunistic") ||
+		!strings.Contains(lines[2], `"vc":"dev","opportunistic":true`) {
+		t.Fatalf("JSON lines: %q", lines)
+	}
+	path := filepath.Join(t.TempDir(), "vc.jsonl")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFileCheck(path, func(j Job) error { return nil })
+	if err != nil || !reflect.DeepEqual(jobs, back) {
+		t.Fatalf("%v: %+v", err, back)
+	}
+	_, err = ReadFileCheck(path, func(j Job) error {
+		if j.VC == "dev" {
+			return fmt.Errorf("vc: %q is not declared", j.VC)
+		}
+		return nil
+	})
+	if want := path + `: line 3: vc: "dev" is not declared`; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
 	}
 }

@@ -22,10 +22,8 @@ import (
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
-	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -140,25 +138,6 @@ func deciderKey(s *agentSettings) string {
 	return b.String()
 }
 
-// vcEntities is a VC's entity blocks as the hierarchical policies take them
-// (nil: none): an entity runs FIFO inside when its policy is a fifo*
-// policy, weighted fairness for any other (the two the hierarchical policy
-// runs inside an entity).
-func vcEntities(v rhcl.VC) map[string]policies.Entity {
-	if len(v.Entities) == 0 {
-		return nil
-	}
-	out := make(map[string]policies.Entity, len(v.Entities))
-	for _, e := range v.Entities {
-		inside := "fairness"
-		if c, err := policies.Canonical(e.Policy); err == nil && strings.HasPrefix(c, "fifo") {
-			inside = "fifo"
-		}
-		out[e.Name] = policies.Entity{Weight: e.Weight, Policy: inside}
-	}
-	return out
-}
-
 // newEngine is the single engine: the first VC's policy and entities.
 // reset: its first round recomputes whatever the restored history says
 // (a reload changed the entities).
@@ -170,40 +149,19 @@ func newEngine(s *agentSettings, reset bool) (*engine.Engine, error) {
 	return engine.New(cfg)
 }
 
-// newDecider is the round's decider for the config: with cells, per-VC
-// engines (each VC's policy) over the cell layer, cells mapped to Nomad
-// nodes; with quota-only VCs (gpus shares, no cells), per-VC engines each
-// on at most its share of the cluster (round.Quota); else (one VC, no
-// share) the single engine for the whole cluster. Opportunistic jobs run
-// under the default VC policy on what the VCs leave free. Each engine is
-// given its VC's entities; reset as in newEngine.
+// newDecider is the round's decider for the config: the per-VC decider
+// the config declares (vcDecider, shared with `rondo simulate
+// --vc-config`), else (one VC, no share, no cells) the single engine for
+// the whole cluster. reset as in newEngine.
 func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, error) {
-	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
-	if s.cfg.QuotaOnly() {
-		var qs []round.QuotaVC
-		for i, v := range s.cfg.VCs {
-			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: s.entities[i]})
-		}
-		return round.NewQuota(qs, rhcl.DefaultVCPolicy, s.round.Seconds(), reset, warn)
+	d, err := vcDecider(s.cfg, s.round.Seconds(), reset, func(msg string, args ...any) { log.Warn(msg, args...) })
+	if err != nil {
+		return nil, err
 	}
-	if !s.cells {
-		return newEngine(s, reset)
+	if d != nil {
+		return d, nil
 	}
-	var sels []vcnomad.Selector
-	for _, c := range s.cfg.Cells {
-		sel := vcnomad.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
-		if c.NomadNode != "" {
-			sel.Nodes = []string{c.NomadNode}
-		}
-		sels = append(sels, sel)
-	}
-	var pols []string
-	for _, v := range s.vcs {
-		pols = append(pols, v.Policy)
-	}
-	return vcnomad.New(vcnomad.Config{Spec: specFromConfig(s.cfg), Selectors: sels, Policies: pols,
-		OppPolicy: rhcl.DefaultVCPolicy, RoundS: s.round.Seconds(), Entities: s.entities, ResetFirst: reset,
-		Warn: warn})
+	return newEngine(s, reset)
 }
 
 // cellPools lists the node pools cells select (node_pool): GPU pools

@@ -96,8 +96,11 @@ func (c *simulateCmd) Run(args []string) int {
 		return code
 	}
 	if c.vc.config != "" {
+		if !c.phillyTrace() {
+			return c.runVCSim()
+		}
 		if c.faultsFile != "" {
-			return c.fail(fmt.Errorf("--faults is not supported with --vc-config yet"))
+			return c.fail(fmt.Errorf("--faults with --vc-config needs a Gavel trace (--trace continuous|static|FILE), not a Philly one"))
 		}
 		return c.runVC()
 	}
@@ -129,40 +132,53 @@ func (c *simulateCmd) Run(args []string) int {
 			return c.fail(err)
 		}
 	}
-	var src sim.Source
-	switch c.traceArg {
-	case "continuous", "static":
-		rate := c.rate
-		if c.traceArg == "static" {
-			rate = 0
-			if c.jobs <= 0 {
-				return c.fail(fmt.Errorf("--trace static needs --jobs N"))
-			}
-		}
-		g, err := trace.NewGenerator(trace.Options{Seed: c.seed, Rate: rate, MultiGPU: c.multiGPU,
-			MultiPriority: c.multiPriority, Throughputs: tb})
-		if err != nil {
-			return c.fail(err)
-		}
-		src = &sim.GeneratorSource{G: g, Limit: c.jobs}
-		if c.traceArg == "continuous" && c.window == "" && c.jobs == 0 {
-			c.window = "4000:5000"
-		}
-	default:
-		jobs, err := trace.ReadFile(c.traceArg)
-		if err != nil {
-			return c.fail(err)
-		}
-		if c.jobs > 0 && c.jobs < len(jobs) {
-			jobs = jobs[:c.jobs]
-		}
-		src = &sim.SliceSource{Jobs: jobs}
+	src, err := c.source(tb, nil)
+	if err != nil {
+		return c.fail(err)
 	}
 	if c.window != "" {
 		if o.WindowStart, o.WindowEnd, err = parseWindow(c.window); err != nil {
 			return c.fail(err)
 		}
 	}
+	return c.simulate(src, o)
+}
+
+// source is the --trace: Gavel's continuous or static generator, or a
+// trace file (check, if set, vets each job of a JSON-lines file).
+func (c *simulateCmd) source(tb *throughputs.Table, check func(trace.Job) error) (sim.Source, error) {
+	switch c.traceArg {
+	case "continuous", "static":
+		rate := c.rate
+		if c.traceArg == "static" {
+			rate = 0
+			if c.jobs <= 0 {
+				return nil, fmt.Errorf("--trace static needs --jobs N")
+			}
+		}
+		g, err := trace.NewGenerator(trace.Options{Seed: c.seed, Rate: rate, MultiGPU: c.multiGPU,
+			MultiPriority: c.multiPriority, Throughputs: tb})
+		if err != nil {
+			return nil, err
+		}
+		if c.traceArg == "continuous" && c.window == "" && c.jobs == 0 {
+			c.window = "4000:5000"
+		}
+		return &sim.GeneratorSource{G: g, Limit: c.jobs}, nil
+	default:
+		jobs, err := trace.ReadFileCheck(c.traceArg, check)
+		if err != nil {
+			return nil, err
+		}
+		if c.jobs > 0 && c.jobs < len(jobs) {
+			jobs = jobs[:c.jobs]
+		}
+		return &sim.SliceSource{Jobs: jobs}, nil
+	}
+}
+
+// simulate runs o on src and prints the result (text or --json, --out).
+func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
 	if f, ok := c.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		o.Progress = func(now float64, rounds, active, done int) {
 			if rounds%50 == 0 {
@@ -207,6 +223,7 @@ func (c *simulateCmd) Run(args []string) int {
 			fmt.Fprintf(c.stdout, "faults: %d GPU failures, %d micro-tasks interrupted (preemptions include their jobs)\n",
 				res.GPUFailures, res.FaultInterruptions)
 		}
+		writeVCLines(c.stdout, res)
 	}
 	if !res.Finished {
 		fmt.Fprintf(c.stderr, "rondo simulate: stopped at t=%.0f s before every measured job finished\n", res.EndS)

@@ -24,8 +24,8 @@ func TestSimulateFaults(t *testing.T) {
 		}
 	}
 	if code, _, errOut := runCaptured(t, "simulate", "--vc-config", "../../docs/vc-demo/cluster.hcl", "--faults", "testdata/faults.csv"); code != 1 ||
-		!strings.Contains(errOut, "--faults is not supported with --vc-config") {
-		t.Errorf("--vc-config with --faults: code %d, %q", code, errOut)
+		!strings.Contains(errOut, "--faults with --vc-config needs a Gavel trace") {
+		t.Errorf("--vc-config (Philly trace) with --faults: code %d, %q", code, errOut)
 	}
 
 	var plain, faulty map[string]any

@@ -5,12 +5,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/rondo-sched/rondo/allocator/cells"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/philly"
+	"github.com/rondo-sched/rondo/allocator/sim"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/allocator/vcsim"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
@@ -24,12 +32,12 @@ type vcFlags struct {
 }
 
 func (v *vcFlags) register(f *flag.FlagSet) {
-	f.StringVar(&v.config, "vc-config", "", "virtual-cluster mode: cluster config (cells and VCs); --trace philly or a Philly-format CSV")
+	f.StringVar(&v.config, "vc-config", "", "virtual-cluster mode: cluster config (cells and VCs, or quota-only VCs); with --trace continuous|static|FILE the VCs run in the simulator through the agent's deciders, with --trace philly (the default here) or a Philly CSV (*.csv) the vcsim comparison")
 	f.StringVar(&v.seeds, "seeds", "", "virtual-cluster mode: comma-separated seeds (default: --seed)")
 	f.StringVar(&v.shares, "vc-share", "", "virtual-cluster mode: shares of the offered GPU time, vc=weight,... (default: quota GPUs)")
 	f.StringVar(&v.gpus, "vc-gpus", "", "virtual-cluster mode: restrict VCs to jobs of these GPU counts, vc=1|2,... (default: all)")
 	f.Float64Var(&v.load, "load", 0.8, "virtual-cluster mode: offered load, fraction of the cluster's GPUs")
-	f.Float64Var(&v.opp, "opportunistic", 0.2, "virtual-cluster mode: fraction of jobs submitted as opportunistic")
+	f.Float64Var(&v.opp, "opportunistic", 0.2, "virtual-cluster mode: fraction of jobs submitted as opportunistic (drawn per job)")
 	f.Float64Var(&v.maxDur, "max-duration", 0, "virtual-cluster mode: cap job durations, seconds (0: none)")
 	f.BoolVar(&v.firstFit, "first-fit", false, "virtual-cluster mode: baseline places by first fit instead of best fit")
 	f.BoolVar(&v.timeShare, "time-sharing", false, "virtual-cluster mode: both layers, rounds of --round s: each VC's policy (HCL) time-shares its jobs on its cells, vs its private cluster")
@@ -306,4 +314,309 @@ func (c *simulateCmd) runVCTimeSharing(cfg *rhcl.Config, dist []philly.Pair, see
 		return c.fail(err)
 	}
 	return 0
+}
+
+// phillyTrace reports whether --vc-config runs the vcsim comparison on a
+// Philly trace: --trace unset or philly, or a Philly CSV (a *.csv file).
+// Any other --trace (continuous, static, a Gavel or JSON-lines file) runs
+// the VCs in allocator/sim (runVCSim).
+func (c *simulateCmd) phillyTrace() bool {
+	set := false
+	c.flags.Visit(func(f *flag.Flag) { set = set || f.Name == "trace" })
+	return !set || c.traceArg == "philly" || strings.HasSuffix(strings.ToLower(c.traceArg), ".csv")
+}
+
+// vcCapacity is what each VC may hold, in GPUs per GPU type: its gpus
+// share (quota-only), or its quota and pinned cells (cells).
+func vcCapacity(cfg *rhcl.Config) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	cellOf := map[string]rhcl.Cell{}
+	for _, c := range cfg.Cells {
+		cellOf[c.Name] = c
+	}
+	for _, v := range cfg.VCs {
+		m := map[string]int{}
+		for t, n := range v.GPUs {
+			m[t] += n
+		}
+		for _, q := range v.Quota {
+			m[cfgLeafType(cfg, q.Type)] += q.Count * cfgGPUs(cfg, q.Type)
+		}
+		for _, p := range v.Pinned {
+			if c, ok := cellOf[p]; ok {
+				m[cfgLeafType(cfg, c.Type)] += cfgGPUs(cfg, c.Type)
+			}
+		}
+		out[v.Name] = m
+	}
+	return out
+}
+
+// cfgLeafType is the GPU type at the bottom of a cell type's chain.
+func cfgLeafType(cfg *rhcl.Config, typ string) string {
+	byName := map[string]rhcl.CellType{}
+	for _, t := range cfg.CellTypes {
+		byName[t.Name] = t
+	}
+	t := byName[typ]
+	for seen := 0; t.Child != "" && seen <= len(byName); seen++ {
+		t = byName[t.Child]
+	}
+	return t.GPUType
+}
+
+// cellNodes is the cluster a config of cells describes: one node per
+// node-level cell, named by its cell's nomad_node (or the i-th of its top
+// cell's nomad_nodes), else, for a cell that selects nodes by node_pool /
+// node_class, `<top cell>/<i>` (i: the node's index in its top cell) with
+// that pool and class; its GPUs are the chain's leaf type.
+func cellNodes(cfg *rhcl.Config) ([]sim.Node, error) {
+	a, err := cells.New(specFromConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	cellOf := map[string]rhcl.Cell{}
+	for _, c := range cfg.Cells {
+		cellOf[c.Name] = c
+	}
+	var nodes []sim.Node
+	idx := map[string]int{} // node cell address -> nodes index
+	perTop := map[string]int{}
+	for _, pg := range a.PhysicalGPUs() {
+		k, ok := idx[pg.Node]
+		if !ok {
+			top, _, _ := strings.Cut(pg.Node, "/")
+			cell := cellOf[top]
+			i := perTop[top]
+			perTop[top]++
+			name := fmt.Sprintf("%s/%d", top, i)
+			switch {
+			case cell.NomadNode != "":
+				name = cell.NomadNode
+			case i < len(cell.NomadNodes):
+				name = cell.NomadNodes[i]
+			}
+			k = len(nodes)
+			idx[pg.Node] = k
+			nodes = append(nodes, sim.Node{Name: name, Pool: cell.NodePool, Class: cell.NodeClass, GPUs: map[string]int{}})
+		}
+		nodes[k].GPUs[pg.Type]++
+	}
+	return nodes, nil
+}
+
+// vcAssigner gives each job of a Gavel trace its VC and class: a job that
+// names its vc (JSON-lines traces) keeps it and its class; any other is
+// drawn a VC, with the weights of --vc-share (default: each VC's GPUs),
+// among the VCs that can run it (a GPU type of the VC's capacity with at
+// least its scale factor and a throughput for it, and --vc-gpus), and is
+// opportunistic with probability --opportunistic unless marked so. Two
+// draws per job from one generator seeded --seed, whatever the job.
+type vcAssigner struct {
+	src     sim.Source
+	rng     *rand.Rand
+	names   []string
+	weights []float64
+	cap     map[string]map[string]int
+	gpus    map[string][]int
+	opp     float64
+	tb      *throughputs.Table
+}
+
+func (a *vcAssigner) fits(vc string, j trace.Job) bool {
+	if g := a.gpus[vc]; len(g) > 0 && !containsInt(g, j.ScaleFactor) {
+		return false
+	}
+	return fitsCapacity(a.cap[vc], j, a.tb)
+}
+
+func fitsCapacity(cap map[string]int, j trace.Job, tb *throughputs.Table) bool {
+	for t, n := range cap {
+		if v, ok := tb.Isolated(j.Key(), t); ok && v > 0 && n >= max(j.ScaleFactor, 1) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (a *vcAssigner) Next() (trace.Job, bool, error) {
+	j, ok, err := a.src.Next()
+	if !ok || err != nil {
+		return j, ok, err
+	}
+	u, v := a.rng.Float64(), a.rng.Float64()
+	if j.VC != "" {
+		return j, true, nil
+	}
+	total := 0.0
+	for i, n := range a.names {
+		if a.fits(n, j) {
+			total += a.weights[i]
+		}
+	}
+	if total == 0 {
+		return j, false, fmt.Errorf("job %d (%s, %d GPUs): no VC can run it (their shares, --vc-share, --vc-gpus)", j.ID, j.Model, j.ScaleFactor)
+	}
+	x := u * total
+	for i, n := range a.names {
+		if !a.fits(n, j) {
+			continue
+		}
+		j.VC = n
+		if x -= a.weights[i]; x < 0 {
+			break
+		}
+	}
+	j.Opportunistic = j.Opportunistic || v < a.opp
+	return j, true, nil
+}
+
+// runVCSim is 'rondo simulate --vc-config C --trace continuous|static|FILE':
+// the VCs run in allocator/sim (same time model and metrics as a plain
+// run, GPU types of the config, gangs, --faults by node name) through the
+// decider the agent builds from the same config (vcDecider).
+func (c *simulateCmd) runVCSim() int {
+	set := map[string]bool{}
+	c.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"policy", "ideal", "seeds", "load", "max-duration", "first-fit", "time-sharing", "vc-policy", "opp-policy"} {
+		if set[name] {
+			return c.fail(fmt.Errorf("--%s does not apply to --vc-config with a Gavel trace (the VCs' policies come from the config; one run per --seed)", name))
+		}
+	}
+	cfg, diags := rhcl.LoadPath(c.vc.config)
+	if diags.HasErrors() {
+		return c.fail(errors.New(rhcl.FormatDiagnostics(diags)))
+	}
+	prices, err := parsePrices(c.prices)
+	if err != nil {
+		return c.fail(err)
+	}
+	tb := throughputs.Default()
+	if c.tputFile != "" {
+		if tb, err = throughputs.Load(c.tputFile); err != nil {
+			return c.fail(err)
+		}
+	}
+	o := sim.Options{
+		Cluster:     sim.Cluster{GPUsPerServer: c.perServer, PricePerHourUS: prices},
+		Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
+		Throughputs: tb, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
+		MaxActive: c.maxActive,
+	}
+	capacity := vcCapacity(cfg)
+	switch {
+	case cfg.QuotaOnly():
+		o.Engine.Policy = "quota-only VCs"
+		types, err := sim.ParseCluster(c.cluster)
+		if err != nil {
+			return c.fail(err)
+		}
+		for _, v := range cfg.VCs {
+			for t, n := range v.GPUs {
+				if n > types[t] {
+					return c.fail(fmt.Errorf("%s: vc %q: a share of %d %s GPUs, --cluster has %d", c.vc.config, v.Name, n, t, types[t]))
+				}
+			}
+		}
+		o.Nodes = sim.ServerNodes(types, c.perServer)
+	case len(cfg.Cells) > 0 && len(cfg.VCs) > 0:
+		o.Engine.Policy = "VCs of cells"
+		if o.Nodes, err = cellNodes(cfg); err != nil {
+			return c.fail(err)
+		}
+	default:
+		return c.fail(fmt.Errorf("%s: declares neither cells and VCs nor quota-only VCs (gpus = {...})", c.vc.config))
+	}
+	warn := func(msg string, args ...any) {
+		fmt.Fprintf(c.stderr, "rondo simulate: warning: %s%s\n", msg, kvString(args))
+	}
+	if o.Decider, err = vcDecider(cfg, c.round, false, warn); err != nil {
+		return c.fail(err)
+	}
+	if c.faultsFile != "" {
+		if o.Faults, err = faults.ReadFile(c.faultsFile); err != nil {
+			return c.fail(err)
+		}
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, v := range cfg.VCs {
+		known[v.Name] = true
+		names = append(names, v.Name)
+	}
+	shares, err := parseShares(c.vc.shares, known)
+	if err != nil {
+		return c.fail(err)
+	}
+	vcGPUs, err := parseVCGPUs(c.vc.gpus, known)
+	if err != nil {
+		return c.fail(err)
+	}
+	if !(c.vc.opp >= 0 && c.vc.opp <= 1) {
+		return c.fail(fmt.Errorf("--opportunistic %v: want a fraction in [0, 1]", c.vc.opp))
+	}
+	as := &vcAssigner{rng: rand.New(rand.NewPCG(uint64(c.seed), 0x7663)), cap: capacity, gpus: vcGPUs, opp: c.vc.opp, tb: tb}
+	for _, n := range names {
+		w, ok := shares[n]
+		if !ok {
+			for _, g := range capacity[n] {
+				w += float64(g)
+			}
+		}
+		as.names, as.weights = append(as.names, n), append(as.weights, w)
+	}
+	// A job that names its vc must name a declared one its class can use.
+	check := func(j trace.Job) error {
+		if j.VC == "" {
+			return nil
+		}
+		if !known[j.VC] {
+			return fmt.Errorf("vc: %q is not a VC of %s", j.VC, c.vc.config)
+		}
+		if !j.Opportunistic && !fitsCapacity(capacity[j.VC], j, tb) {
+			return fmt.Errorf("vc: a %d-GPU %s job fits no GPU type of vc %q", j.ScaleFactor, j.Model, j.VC)
+		}
+		return nil
+	}
+	if as.src, err = c.source(tb, check); err != nil {
+		return c.fail(err)
+	}
+	if c.window != "" {
+		if o.WindowStart, o.WindowEnd, err = parseWindow(c.window); err != nil {
+			return c.fail(err)
+		}
+	}
+	return c.simulate(as, o)
+}
+
+// kvString formats a warning's key-value pairs.
+func kvString(args []any) string {
+	var b strings.Builder
+	for i := 0; i+1 < len(args); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", args[i], args[i+1])
+	}
+	return b.String()
+}
+
+// writeVCLines prints a VC run's per-VC metrics (nothing for other runs).
+func writeVCLines(w io.Writer, res *sim.Result) {
+	line := func(what string, v sim.VCResult) {
+		fmt.Fprintf(w, "%s: %d/%d jobs done, avg JCT %.2f h (p50 %.2f h, p95 %.2f h), avg queue %.2f h, %d preemptions\n",
+			what, v.JobsDone, v.Jobs, v.AvgJCTS/3600, v.P50JCTS/3600, v.P95JCTS/3600, v.AvgQueueS/3600, v.Preemptions)
+	}
+	for _, v := range res.VCs {
+		line("vc "+v.Name, v)
+	}
+	if res.Opportunistic != nil {
+		line("opportunistic", *res.Opportunistic)
+	}
 }

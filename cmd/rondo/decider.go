@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/rondo-sched/rondo/allocator/agent"
+	"github.com/rondo-sched/rondo/allocator/round"
+	"github.com/rondo-sched/rondo/allocator/vcnomad"
+	rhcl "github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/policies"
+)
+
+// vcDecider is the per-VC decider a cluster config declares. `rondo agent`
+// and `rondo simulate --vc-config` both build it here, so that what the
+// simulator runs is what the agent runs: with quota-only VCs (gpus shares,
+// no cells), per-VC engines each on at most its share of the cluster
+// (round.Quota); with cells and VCs, per-VC engines (each VC's policy) over
+// the cell layer, cells mapped to nodes by nomad_node(s) or by node
+// pool/class (vcnomad). Opportunistic jobs run under the default VC policy
+// on what the VCs leave free. Each engine gets its VC's entities; reset:
+// every engine recomputes at its first round (a reload). Nil, without
+// error, when the config declares neither: one engine for the whole
+// cluster.
+func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg string, args ...any)) (agent.Decider, error) {
+	var entities []map[string]policies.Entity
+	for _, v := range cfg.VCs {
+		entities = append(entities, vcEntities(v))
+	}
+	if cfg.QuotaOnly() {
+		var qs []round.QuotaVC
+		for i, v := range cfg.VCs {
+			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: entities[i]})
+		}
+		q, err := round.NewQuota(qs, rhcl.DefaultVCPolicy, roundS, reset, warn)
+		if err != nil {
+			return nil, err
+		}
+		return q, nil
+	}
+	if len(cfg.Cells) == 0 || len(cfg.VCs) == 0 {
+		return nil, nil
+	}
+	var sels []vcnomad.Selector
+	for _, c := range cfg.Cells {
+		sel := vcnomad.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
+		if c.NomadNode != "" {
+			sel.Nodes = []string{c.NomadNode}
+		}
+		sels = append(sels, sel)
+	}
+	var pols []string
+	for _, v := range cfg.VCs {
+		p := v.Policy
+		if p == "" {
+			p = rhcl.DefaultVCPolicy
+		}
+		pols = append(pols, p)
+	}
+	v, err := vcnomad.New(vcnomad.Config{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// vcEntities is a VC's entity blocks as the hierarchical policies take them
+// (nil: none): an entity runs FIFO inside when its policy is a fifo*
+// policy, weighted fairness for any other (the two the hierarchical policy
+// runs inside an entity).
+func vcEntities(v rhcl.VC) map[string]policies.Entity {
+	if len(v.Entities) == 0 {
+		return nil
+	}
+	out := make(map[string]policies.Entity, len(v.Entities))
+	for _, e := range v.Entities {
+		inside := "fairness"
+		if c, err := policies.Canonical(e.Policy); err == nil && strings.HasPrefix(c, "fifo") {
+			inside = "fifo"
+		}
+		out[e.Name] = policies.Entity{Weight: e.Weight, Policy: inside}
+	}
+	return out
+}
