@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 
-.PHONY: all deps build run test vet fmt-check bench bench-nomad nomad gpu-check clean
+.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean
 
 all: build
 
@@ -31,6 +31,12 @@ nomad:
 # detector, and the end-to-end tests against a real Nomad.
 test: deps fmt-check vet nomad
 	NOMAD_BIN=$(BIN)/nomad $(GO) test -race -count=1 -timeout 60m ./...
+
+# The full-size checks that `make test` runs scaled down: every test named
+# TestLong* (they skip unless RONDO_LONG is set). No -race: they are long
+# simulations. Results are recorded in docs/checks.md.
+test-long: deps nomad
+	RONDO_LONG=1 NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -timeout 120m -v -run '^TestLong' ./allocator/... ./e2e/
 
 vet:
 	$(GO) vet ./...

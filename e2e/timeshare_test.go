@@ -17,22 +17,29 @@ import (
 // is X within a tolerance.
 const (
 	shareRoundS    = 4
-	shareRounds    = 20 // the measured window
-	shareTolerance = 2.5 / shareRounds
+	shareRounds    = 50 // the measured window
+	shareTolerance = 0.05
 )
 
 // testTimeShares runs six jobs of different models (none finishes) on the
 // 2 V100 + 2 K80 cluster under one max-min fairness engine and compares
-// the time each received per type over 20 rounds with the policy's X (both
-// from the agent's /v1/status). The mechanism hands out whole rounds, so a
-// job's share can be off by a round or so at either end of the window (a
-// first run over 16 rounds of 5 s was off by at most 1.6 rounds, leftover
-// GPUs going to jobs with X = 0): the tolerance is 2.5 rounds of the
-// window per (job, type), 0.125.
+// the time each received per type over 50 rounds with the policy's X (both
+// from the agent's /v1/status), within 0.05 (2.5 rounds of the window).
+//
+// The mix has one job whose X is split over both types (ResNet-18 here).
+// The engine replayed alone on this mix, round lengths jittered by up to
+// ±25%, stays within 0.04 of X over 50 rounds (TestTimeShareMechanismError
+// in allocator/engine; 0.06–0.10 over 20 rounds), so 0.05 fails only when
+// the Nomad path loses or misplaces time. The earlier mix (A3C instead of
+// Recommendation 1024) has two split jobs; when both are picked for V100
+// in a round, a K80 goes to a job with no K80 share, and the mechanism
+// itself, not Nomad, is up to 0.14 off X over 50 rounds (median 0.04–0.06)
+// and up to 0.10 over 150 (p90 0.05–0.07): no window length made that mix
+// robust at 0.05 (docs/checks.md).
 func testTimeShares(s *stack) {
 	t := s.t
-	models := []string{"ResNet-18 (batch size 64)", "LM (batch size 20)", "Transformer (batch size 64)", "A3C",
-		"CycleGAN", "Recommendation (batch size 2048)"}
+	models := []string{"ResNet-18 (batch size 64)", "LM (batch size 20)", "Transformer (batch size 64)", "CycleGAN",
+		"Recommendation (batch size 2048)", "Recommendation (batch size 1024)"}
 	cfg := filepath.Join(t.TempDir(), "shares.hcl")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(fidelityConfig, shareRoundS)), 0o644); err != nil {
 		t.Fatal(err)

@@ -216,28 +216,52 @@ func checkPlan(t *testing.T, s *Snapshot, p *Plan, perServer int) {
 	}
 }
 
-// TestConsolidation: on an empty cluster of 4-GPU servers, jobs of 4 and 8
-// GPUs land on 1 and 2 servers, and keep them next round.
+// TestConsolidation: newcomers are placed on as few servers as the free
+// GPUs allow, around leases that fragment the cluster, and keep their
+// GPUs next round. Five 4-GPU servers; kept leases leave 3 GPUs free on
+// s0 and 1 on s1, s2–s4 are empty; newcomers of 8, 3, 2, 2 and 1 GPUs fill
+// the 16 free GPUs exactly. Only one placement puts every newcomer on the
+// fewest servers its size needs (8 on two empty servers, 3 on s0, both 2s
+// on the third empty server, 1 on s1): taking GPUs in server order puts the
+// 8 on s0–s2 (3 servers), taking the emptiest server first splits the
+// second 2 over s0 and s1, and both fail here. (On an empty cluster any
+// of them consolidates: jobs are placed by decreasing size.)
 func TestConsolidation(t *testing.T) {
 	s := &Snapshot{}
-	for i := range 16 {
+	for i := range 20 {
 		s.GPUs = append(s.GPUs, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/4)})
 	}
-	for i, sf := range []int{1, 4, 8, 2} {
-		s.Jobs = append(s.Jobs, Job{ID: fmt.Sprint(i), ScaleFactor: sf, Throughput: map[string]float64{"v100": 1},
-			TotalSteps: 10, RemainingSteps: 10})
+	job := func(id string, sf int) Job {
+		return Job{ID: id, ScaleFactor: sf, Throughput: map[string]float64{"v100": 1}, TotalSteps: 10, RemainingSteps: 10}
+	}
+	s.Jobs = []Job{job("k1", 1), job("k3", 3), job("n8", 8), job("n3", 3), job("n2a", 2), job("n2b", 2), job("n1", 1)}
+	s.Running = []Assignment{
+		{Jobs: []string{"k1"}, Type: "v100", GPUs: []string{"g0"}},
+		{Jobs: []string{"k3"}, Type: "v100", GPUs: []string{"g4", "g5", "g6"}},
 	}
 	e, _ := New(Config{Policy: "test_perf", Solve: isolatedSolve})
 	p, err := e.Round(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Assignments) != 4 {
-		t.Fatalf("%d assignments", len(p.Assignments))
+	checkPlan(t, s, p, 4)
+	if len(p.Assignments) != len(s.Jobs) {
+		t.Fatalf("%d assignments for %d jobs: %+v", len(p.Assignments), len(s.Jobs), p.Assignments)
 	}
 	for _, a := range p.Assignments {
-		if want := (len(a.GPUs) + 3) / 4; len(a.Servers) != want {
-			t.Fatalf("%v on %d GPUs uses %d servers, want %d", a.Jobs, len(a.GPUs), len(a.Servers), want)
+		switch a.Jobs[0] {
+		case "k1":
+			if a.Action != Keep || !sameSet(a.GPUs, []string{"g0"}) {
+				t.Errorf("k1 not kept on g0: %+v", a)
+			}
+		case "k3":
+			if a.Action != Keep || !sameSet(a.GPUs, []string{"g4", "g5", "g6"}) {
+				t.Errorf("k3 not kept on g4-g6: %+v", a)
+			}
+		default:
+			if want := (len(a.GPUs) + 3) / 4; a.Action != Start || len(a.Servers) != want {
+				t.Errorf("%v (%s) on %v: servers %v, want %d", a.Jobs, a.Action, a.GPUs, a.Servers, want)
+			}
 		}
 	}
 	s.Running = p.Assignments
@@ -245,7 +269,7 @@ func TestConsolidation(t *testing.T) {
 	p2, _ := e.Round(s)
 	for _, a := range p2.Assignments {
 		if a.Action != Keep {
-			t.Fatalf("%v not kept", a.Jobs)
+			t.Errorf("%v not kept", a.Jobs)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -95,22 +96,48 @@ func TestStaticFinishesAllJobs(t *testing.T) {
 	}
 }
 
-// TestIdealCloseToMechanism: realizing the same allocation fluidly or in
-// rounds gives similar average JCTs on a continuous trace.
+// TestIdealCloseToMechanism is Gavel's Figure 13b (the round-based
+// mechanism against the fluid realization of the same allocations) with
+// Rondo's default mechanism, on Gavel's cluster (36+36+36 GPUs, 360 s rounds)
+// at both of the figure's rates, 3 seeds: average JCT within 5%, per seed.
+// Scaled down in the window only (jobs 500–799 instead of 4000–4999), not
+// in cluster or rate: on a smaller cluster at a proportionally lower rate
+// the ideal mode's end-of-job overshoot (it finishes a job at the next
+// arrival, on average 1/rate later; docs/reproduction.md) grows from 2–3%
+// to about 15% of the JCT. Measured: −2.8%, −3.0%, −2.0% at 2.0 jobs/h,
+// −1.7%, −2.0%, −1.6% at 3.0. The full window is TestLongMechanismVsIdeal
+// (allocator/sim/sweep).
 func TestIdealCloseToMechanism(t *testing.T) {
-	jobs, err := trace.Generate(trace.Options{Seed: 0, Rate: 2}, 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mech := smallRun(t, false, false, jobs)
-	ideal := smallRun(t, false, true, jobs)
-	if !mech.Finished || !ideal.Finished {
-		t.Fatal("unfinished run")
-	}
-	ratio := mech.AvgJCTS / ideal.AvgJCTS
-	t.Logf("avg JCT mechanism %.0f s, ideal %.0f s (ratio %.3f)", mech.AvgJCTS, ideal.AvgJCTS, ratio)
-	if math.Abs(ratio-1) > 0.35 {
-		t.Fatalf("mechanism and ideal differ by %.0f%%", (ratio-1)*100)
+	for _, rate := range []float64{2, 3} {
+		for seed := range int64(3) {
+			t.Run(fmt.Sprintf("rate%g/seed%d", rate, seed), func(t *testing.T) {
+				t.Parallel()
+				run := func(ideal bool) *Result {
+					g, err := trace.NewGenerator(trace.Options{Seed: seed, Rate: rate})
+					if err != nil {
+						t.Fatal(err)
+					}
+					res, err := Run(&GeneratorSource{G: g}, Options{
+						Cluster:     Cluster{Types: map[string]int{"v100": 36, "p100": 36, "k80": 36}, GPUsPerServer: 1},
+						Engine:      engine.Config{Policy: "max_min_fairness_perf", RoundS: 360, Seed: seed},
+						WindowStart: 500, WindowEnd: 800, MaxActive: 1000, Ideal: ideal,
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !res.Finished || res.JobsDone != 300 {
+						t.Fatalf("ideal=%v: %d of 300 jobs done", ideal, res.JobsDone)
+					}
+					return res
+				}
+				mech, ideal := run(false), run(true)
+				d := mech.AvgJCTS/ideal.AvgJCTS - 1
+				t.Logf("avg JCT mechanism %.2f h, ideal %.2f h (%+.1f%%)", mech.AvgJCTS/3600, ideal.AvgJCTS/3600, d*100)
+				if math.Abs(d) > 0.05 {
+					t.Errorf("mechanism %.2f h and ideal %.2f h differ by %+.1f%%, want within 5%%", mech.AvgJCTS/3600, ideal.AvgJCTS/3600, d*100)
+				}
+			})
+		}
 	}
 }
 
