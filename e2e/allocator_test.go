@@ -361,8 +361,6 @@ func TestAllocatorOnNomad(t *testing.T) {
 	s.reset()
 	t.Run("ChildJobs", func(t *testing.T) { s.t = t; testChildren(s) })
 	s.reset()
-	t.Run("FidelityVsSimulator", func(t *testing.T) { s.t = t; testFidelity(s) })
-	s.reset()
 	t.Run("TimeSharesMatchX", func(t *testing.T) { s.t = t; testTimeShares(s) })
 }
 

@@ -1,20 +1,26 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
-	"github.com/rondo-sched/rondo/allocator/engine"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
+	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
 // fidelityRoundS is the fidelity test's round length: long enough that the
@@ -22,81 +28,255 @@ import (
 // a loaded machine) is a small part of a round.
 const fidelityRoundS = 20
 
-// fidelityJob is one job of the fidelity trace: a model, its arrival in
-// rounds after the agent's first round, and its length in seconds of V100
-// time (steps = V100 throughput × seconds).
-type fidelityJob struct {
-	model      string
-	arrRounds  float64
-	v100Second float64
-}
+// fidelityScale compresses Gavel's trace in time: durations (V100 time)
+// and arrival gaps are divided by it, and a job's V100 time is capped at
+// fidelityCapS, so that a trace of tens of jobs runs in minutes.
+const (
+	fidelityScale = 120.0
+	fidelityCapS  = 120.0
+)
 
-// fidelityTrace: eight jobs of seven models on 2 V100 + 2 K80, four at the
-// first round and one in the middle of each of the next four rounds. The
-// lengths were picked with the simulator (not with Nomad) so that for
-// every start latency between 1 and 4 s the simulated schedule is the same
-// and no job finishes within 0.19 rounds (3.8 s) of a round boundary: a
-// finish that close to a boundary would move by a whole round on a jitter
-// of a second, which is noise, not fidelity.
-var fidelityTrace = []fidelityJob{
-	{"ResNet-18 (batch size 64)", 0, 40},
-	{"LM (batch size 20)", 0, 25},
-	{"Transformer (batch size 64)", 0, 30},
-	{"A3C", 0, 25},
-	{"CycleGAN", 0.5, 45},
-	{"Recommendation (batch size 2048)", 1.5, 35},
-	{"ResNet-50 (batch size 64)", 2.5, 30},
-	{"ResNet-50 (batch size 16)", 3.5, 50},
-}
-
-// fidelityConfig is a cluster config without cells: one engine for the
-// whole cluster, as `rondo simulate` runs it.
+// fidelityConfig: two quota-only VCs (no cells), each a share of two GPUs
+// of each type on a cluster of three 4-GPU machines (V100, P100, K80),
+// with different policies.
 const fidelityConfig = `round_seconds = %d
-vc "research" {
+vc "las" {
+  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
   policy = "max_min_fairness_perf"
+}
+vc "fifo" {
+  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
+  policy = "fifo_perf"
 }
 `
 
-// testFidelity runs the fidelity trace on the Nomad cluster (each job
-// submitted at its arrival time, JCT = its last task's finish − submit)
-// and in the simulator with the same engine configuration, the arrivals at
-// the real submit offsets and the start latency measured on the cluster
-// (round start → task running, averaged over every start) as the
-// simulator's StartCostS. Gavel's Table 3: average JCT within 5%.
-func testFidelity(s *stack) {
-	t, c := s.t, s.c.API
-	const R = fidelityRoundS
-	tb := throughputs.Default()
-	type run struct {
-		id     string
-		steps  float64
-		submit time.Time
-	}
-	jobs := make([]run, len(fidelityTrace))
-	for i, fj := range fidelityTrace {
-		v, ok := tb.Lookup(fj.model, 1, "v100")
-		if !ok {
-			t.Fatalf("no V100 throughput for %s", fj.model)
-		}
-		jobs[i] = run{id: fmt.Sprintf("fid%d", i), steps: math.Round(v * fj.v100Second)}
-	}
-	// One engine, no cells: write the config and point the agent at it.
-	cfg := filepath.Join(t.TempDir(), "fidelity.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(fidelityConfig, R)), 0o644); err != nil {
+// fidelityClients: one machine of four GPUs per type.
+func fidelityClients() []cluster.ClientSpec {
+	return []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 4), cluster.UniformClient("p100-a", "p100", 4),
+		cluster.UniformClient("k80-a", "k80", 4)}
+}
+
+// fidelityTrace draws n jobs from Gavel's trace generator (multi-GPU,
+// Poisson arrivals at rate jobs/hour, the seed), keeps those of at most 4
+// GPUs (one machine), compresses it by fidelityScale, caps durations at
+// fidelityCapS and puts jobs in the VCs alternately.
+func fidelityTrace(t *testing.T, n int, seed int64, rate float64) []trace.Job {
+	g, err := trace.NewGenerator(trace.Options{Seed: seed, Rate: rate, MultiGPU: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	saved := s.cfgPath
-	s.cfgPath = cfg
-	defer func() { s.cfgPath = saved }()
+	tb := throughputs.Default()
+	var out []trace.Job
+	for len(out) < n {
+		j, err := g.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.ScaleFactor > 4 {
+			continue
+		}
+		v, ok := tb.Lookup(j.Model, j.ScaleFactor, "v100")
+		if !ok {
+			t.Fatalf("no V100 throughput for %s at %d GPUs", j.Model, j.ScaleFactor)
+		}
+		d := math.Min(j.DurationS/fidelityScale, fidelityCapS)
+		out = append(out, trace.Job{ID: len(out), Model: j.Model, ScaleFactor: j.ScaleFactor, Priority: 1,
+			TotalSteps: math.Round(v * d), DurationS: d, ArrivalS: j.ArrivalS / fidelityScale, VC: []string{"las", "fifo"}[len(out)%2]})
+	}
+	return out
+}
 
-	// The jobs arriving at round 0 wait for the agent's first round; their
-	// arrival is that round's start.
-	for i, fj := range fidelityTrace {
-		if fj.arrRounds == 0 {
-			s.submit(jobs[i].id, fj.model, int(jobs[i].steps), 1)
+// fidelityJobHCL is a job of the fidelity trace: its VC, its GPUs.
+func (s *stack) fidelityJobHCL(j trace.Job) string {
+	spec := s.jobHCL(fmt.Sprintf("fid%02d", j.ID), j.Model, int(j.TotalSteps), 1)
+	spec = strings.Replace(spec, `"rondo.vc"    = "research"`, fmt.Sprintf(`"rondo.vc"    = %q`, j.VC), 1)
+	return strings.Replace(spec, "count = 1", fmt.Sprintf("count = %d", j.ScaleFactor), 1)
+}
+
+// TestFidelity is the short fidelity check in make test: 12 jobs.
+func TestFidelity(t *testing.T) {
+	testFidelity(t, 12, 0)
+}
+
+// TestLongFidelity is the full one (make test-long): 32 jobs.
+func TestLongFidelity(t *testing.T) {
+	if os.Getenv("RONDO_LONG") == "" {
+		t.Skip("long: set RONDO_LONG=1 (make test-long)")
+	}
+	testFidelity(t, 32, 1)
+}
+
+// testFidelity: the same trace on the Nomad cluster and in `rondo
+// simulate` (Gavel's Table 3 compares the two):
+//
+//  1. Calibration, a separate run on the same cluster: 14 one-GPU jobs
+//     rotate on the 12 GPUs for a few rounds; the start latency (round
+//     start → task running, every start) is the simulator's --start-cost.
+//     Nothing is fitted on the run compared.
+//  2. The trace: n jobs from Gavel's generator (mixed scale factors), in two
+//     quota-only VCs with different policies, on three GPU types, each job
+//     submitted at its arrival time; JCT = its last task's finish − submit.
+//  3. `rondo simulate --vc-config` on the same config and trace (arrivals at
+//     the real submit offsets), the calibrated start cost.
+//
+// It reports per-job JCT differences (median, p90, max) and the average
+// JCTs, checks that preemptions happened, and asserts the average JCT
+// within 5% and the p90 of per-job differences within 15%.
+func testFidelity(t *testing.T, n int, seed int64) {
+	s := startStackWith(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS))
+	c := s.c.API
+	const R = fidelityRoundS
+	startCost := s.calibrateStartCost(R)
+	s.reset()
+
+	jobs := fidelityTrace(t, n, seed, 6)
+	submit := make([]time.Time, len(jobs))
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = fmt.Sprintf("fid%02d", j.ID)
+		if j.ArrivalS == 0 {
+			s.submitSpec(ids[i], s.fidelityJobHCL(j))
 		}
 	}
 	ag := s.startAgent(fmt.Sprintf("%ds", R))
+	t1 := s.firstRound(ag, R)
+	for i, j := range jobs {
+		if j.ArrivalS == 0 {
+			submit[i] = t1
+			continue
+		}
+		time.Sleep(time.Until(t1.Add(time.Duration(j.ArrivalS * float64(time.Second)))))
+		submit[i] = time.Now()
+		s.submitSpec(ids[i], s.fidelityJobHCL(j))
+	}
+	s.waitFor(30*time.Minute, "every fidelity job done", func() (bool, error) {
+		for i, id := range ids {
+			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
+			if err != nil || ck.Steps < jobs[i].TotalSteps {
+				return false, nil
+			}
+			if _, ok := lastTaskEnd(c, id); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	ag.stop()
+	nomadJCT := make([]float64, len(jobs))
+	restarts := 0
+	for i, id := range ids {
+		finish, _ := lastTaskEnd(c, id)
+		nomadJCT[i] = finish.Sub(submit[i]).Seconds()
+		restarts += noOverlap(t, c, id) - 1
+	}
+
+	// The simulator, through the CLI: the same config, the trace with the
+	// real submit offsets, the calibrated start cost.
+	dir := t.TempDir()
+	var tr bytes.Buffer
+	for i := range jobs {
+		jobs[i].ArrivalS = submit[i].Sub(t1).Seconds()
+	}
+	if err := trace.WriteJSONL(&tr, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trace.jsonl"), tr.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(s.bin, "rondo"), "simulate", "--vc-config", s.cfgPath, "--trace", filepath.Join(dir, "trace.jsonl"),
+		"--cluster", "v100=4,p100=4,k80=4", "--gpus-per-server", "4", "--round", fmt.Sprint(R),
+		"--start-cost", fmt.Sprintf("%.3f", startCost), "--opportunistic", "0", "--json", "--out", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rondo simulate: %v\n%s", err, out)
+	}
+	var res struct {
+		AvgJCTS     float64 `json:"avg_jct_s"`
+		Preemptions int     `json:"preemptions"`
+		Finished    bool    `json:"finished"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || !res.Finished {
+		t.Fatalf("rondo simulate: %v, finished %v\n%s", err, res.Finished, out)
+	}
+	simJCT := readJobsCSV(t, filepath.Join(dir, "jobs.csv"), len(jobs))
+
+	var b strings.Builder
+	var diffs []float64
+	for i, j := range jobs {
+		d := math.Abs(nomadJCT[i]-simJCT[i]) / simJCT[i]
+		diffs = append(diffs, d)
+		fmt.Fprintf(&b, "\n  %s %-4s %d GPU %-34s arrival %6.1fs  nomad %6.1fs  sim %6.1fs  %+6.1f%%", ids[i], j.VC, j.ScaleFactor, j.Model,
+			j.ArrivalS, nomadJCT[i], simJCT[i], 100*(nomadJCT[i]-simJCT[i])/simJCT[i])
+	}
+	sort.Float64s(diffs)
+	avgN, avgS := mean(nomadJCT), mean(simJCT)
+	p90 := sim.Percentile(diffs, 90)
+	t.Logf("fidelity, %d jobs (%ds rounds, calibrated start cost %.2fs): average JCT nomad %.1fs, simulator %.1fs (%+.1f%%); "+
+		"per-job |difference| median %.1f%%, p90 %.1f%%, max %.1f%%; restarts on nomad %d, preemptions in the simulator %d%s",
+		len(jobs), R, startCost, avgN, avgS, 100*(avgN-avgS)/avgS, 100*sim.Percentile(diffs, 50), 100*p90, 100*diffs[len(diffs)-1],
+		restarts, res.Preemptions, b.String())
+	if restarts == 0 || res.Preemptions == 0 {
+		t.Errorf("no preemption happened (nomad restarts %d, simulator %d): the trace does not exercise them", restarts, res.Preemptions)
+	}
+	if d := math.Abs(avgN-avgS) / avgS; d > 0.05 {
+		t.Errorf("average JCT: nomad %.1fs vs simulator %.1fs differ by %.1f%% (> 5%%)", avgN, avgS, 100*d)
+	}
+	if p90 > 0.15 {
+		t.Errorf("p90 of per-job JCT differences %.1f%% (> 15%%)", 100*p90)
+	}
+}
+
+// calibrateStartCost measures the cluster's start latency on a run of its
+// own: 14 one-GPU jobs on the 12 GPUs under one LAS engine rotate for four
+// rounds; each task start's delay after its round began is averaged.
+func (s *stack) calibrateStartCost(R int) float64 {
+	t, c := s.t, s.c.API
+	saved := s.cfgPath
+	s.cfgPath = filepath.Join(t.TempDir(), "calibrate.hcl")
+	defer func() { s.cfgPath = saved }()
+	if err := os.WriteFile(s.cfgPath, []byte(fmt.Sprintf("round_seconds = %d\nvc \"research\" {\n  policy = \"max_min_fairness_perf\"\n}\n", R)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 14; i++ {
+		ids = append(ids, fmt.Sprintf("cal%02d", i))
+		s.submit(ids[i], "ResNet-18 (batch size 64)", 1000000000, 1)
+	}
+	ag := s.startAgent(fmt.Sprintf("%ds", R))
+	t1 := s.firstRound(ag, R)
+	time.Sleep(time.Until(t1.Add(time.Duration(4*R)*time.Second + time.Duration(R)*time.Second/2)))
+	ag.stop()
+	roundStart := func(at time.Time) time.Time {
+		k := math.Floor(at.Sub(t1).Seconds() / float64(R))
+		return t1.Add(time.Duration(k*float64(R)) * time.Second)
+	}
+	var lat []float64
+	for _, id := range ids {
+		allocs, _, err := c.Jobs().Allocations(id, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range allocs {
+			al, _, err := c.Allocations().Info(a.ID, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ts := al.TaskStates["train"]; ts != nil && !ts.StartedAt.IsZero() {
+				lat = append(lat, ts.StartedAt.Sub(roundStart(time.Unix(0, al.CreateTime))).Seconds())
+			}
+		}
+	}
+	if len(lat) < 14 {
+		t.Fatalf("calibration: %d starts measured, want at least 14", len(lat))
+	}
+	sort.Float64s(lat)
+	m := mean(lat)
+	t.Logf("calibration: task start latency after the round start: mean %.2fs, median %.2fs, min %.2fs, max %.2fs over %d starts",
+		m, sim.Percentile(lat, 50), lat[0], lat[len(lat)-1], len(lat))
+	return m
+}
+
+// firstRound waits for the agent's first round and returns its start.
+func (s *stack) firstRound(ag *agentProc, R int) time.Time {
 	var t1 time.Time
 	s.waitFor(60*time.Second, "the agent's first round", func() (bool, error) {
 		st := s.status(ag)
@@ -106,113 +286,39 @@ func testFidelity(s *stack) {
 		t1 = st.NextRound.Add(-time.Duration(R) * time.Second)
 		return true, nil
 	})
-	for i, fj := range fidelityTrace {
-		if fj.arrRounds == 0 {
-			jobs[i].submit = t1
-			continue
-		}
-		time.Sleep(time.Until(t1.Add(time.Duration(fj.arrRounds * R * float64(time.Second)))))
-		jobs[i].submit = time.Now()
-		s.submit(jobs[i].id, fj.model, int(jobs[i].steps), 1)
-	}
-	// A job is done when its checkpoint holds every step and the task that
-	// wrote it has stopped (Nomad records its finish a moment after the
-	// checkpoint's last write).
-	s.waitFor(300*time.Second, "every fidelity job done", func() (bool, error) {
-		for _, j := range jobs {
-			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, j.id))
-			if err != nil || ck.Steps < j.steps {
-				return false, nil
-			}
-			if _, ok := lastTaskEnd(c, j.id); !ok {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	ag.stop()
+	return t1
+}
 
-	// JCTs on Nomad, and every task start's latency after its round began
-	// (rounds start at t1 + kR: the agent's timer does not drift, checked
-	// below from its log).
-	roundStart := func(at time.Time) time.Time {
-		k := math.Floor(at.Sub(t1).Seconds() / R)
-		return t1.Add(time.Duration(k*R) * time.Second)
-	}
-	var nomadJCT []float64
-	var latencies []float64
-	nomadMakespan := 0.0
-	for i := range jobs {
-		finish, ok := lastTaskEnd(c, jobs[i].id)
-		if !ok {
-			t.Fatalf("job %s: its last task has not finished", jobs[i].id)
-		}
-		allocs, _, err := c.Jobs().Allocations(jobs[i].id, true, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range allocs {
-			al, _, err := c.Allocations().Info(a.ID, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ts := al.TaskStates["train"]
-			if ts == nil || ts.StartedAt.IsZero() {
-				continue
-			}
-			created := time.Unix(0, al.CreateTime)
-			latencies = append(latencies, ts.StartedAt.Sub(roundStart(created)).Seconds())
-		}
-		nomadJCT = append(nomadJCT, finish.Sub(jobs[i].submit).Seconds())
-		nomadMakespan = math.Max(nomadMakespan, finish.Sub(t1).Seconds())
-		noOverlap(t, c, jobs[i].id)
-	}
-	startCost := mean(latencies)
-	sort.Float64s(latencies)
-	t.Logf("task start latency after the round start: mean %.2fs, min %.2fs, max %.2fs over %d starts",
-		startCost, latencies[0], latencies[len(latencies)-1], len(latencies))
-	t.Logf("agent round timer: %s", roundDrift(ag.logs(), t1, R))
-
-	// The simulator: same engine config, arrivals at the real submit
-	// offsets, the measured start latency.
-	var tj []trace.Job
-	for i, fj := range fidelityTrace {
-		tj = append(tj, trace.Job{ID: i, Model: fj.model, ScaleFactor: 1, TotalSteps: jobs[i].steps, Priority: 1,
-			ArrivalS: jobs[i].submit.Sub(t1).Seconds()})
-	}
-	res, err := sim.Run(&sim.SliceSource{Jobs: tj}, sim.Options{StartCostS: startCost,
-		Cluster: sim.Cluster{Types: map[string]int{"v100": 2, "k80": 2}, GPUsPerServer: 2},
-		Engine:  engine.Config{Policy: "max_min_fairness_perf", RoundS: R}})
+// readJobsCSV reads per-job JCTs from `rondo simulate --out`'s jobs.csv.
+func readJobsCSV(t *testing.T, path string, n int) []float64 {
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Finished || len(res.Jobs) != len(jobs) {
-		t.Fatalf("simulator: finished %v, %d jobs", res.Finished, len(res.Jobs))
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) < 2 {
+		t.Fatalf("%s: %v (%d rows)", path, err, len(rows))
 	}
-	// For the record: the simulator without the start latency.
-	res0, err := sim.Run(&sim.SliceSource{Jobs: tj}, sim.Options{
-		Cluster: sim.Cluster{Types: map[string]int{"v100": 2, "k80": 2}, GPUsPerServer: 2},
-		Engine:  engine.Config{Policy: "max_min_fairness_perf", RoundS: R}})
-	if err != nil {
-		t.Fatal(err)
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
 	}
-	var b strings.Builder
-	simJCT := make([]float64, len(jobs))
-	for _, jr := range res.Jobs {
-		simJCT[jr.ID] = jr.JCTS
+	id, okID := col["id"]
+	jct, okJCT := col["jct_s"]
+	if !okID || !okJCT {
+		t.Fatalf("%s: no id or jct_s column in %v", path, rows[0])
 	}
-	for i, fj := range fidelityTrace {
-		fmt.Fprintf(&b, "\n  %s %-34s arrival %5.1fs  nomad %6.1fs  sim %6.1fs", jobs[i].id, fj.model,
-			tj[i].ArrivalS, nomadJCT[i], simJCT[i])
+	out := make([]float64, n)
+	for _, r := range rows[1:] {
+		i, err1 := strconv.Atoi(r[id])
+		v, err2 := strconv.ParseFloat(r[jct], 64)
+		if err1 != nil || err2 != nil || i < 0 || i >= n {
+			t.Fatalf("%s: bad row %v", path, r)
+		}
+		out[i] = v
 	}
-	avgN, avgS := mean(nomadJCT), mean(simJCT)
-	diff := math.Abs(avgN-avgS) / avgS
-	t.Logf("fidelity (%ds rounds, start cost %.2fs): average JCT nomad %.1fs, simulator %.1fs (%+.1f%%), makespan nomad %.1fs, simulator %.1fs%s",
-		R, startCost, avgN, avgS, 100*(avgN-avgS)/avgS, nomadMakespan, res.MakespanS, b.String())
-	t.Logf("simulator without the start latency: average JCT %.1fs (%+.1f%% from nomad)", res0.AvgJCTS, 100*(res0.AvgJCTS-avgN)/avgN)
-	if diff > 0.05 {
-		t.Errorf("average JCT: nomad %.1fs vs simulator %.1fs differ by %.1f%% (> 5%%)", avgN, avgS, 100*diff)
-	}
+	return out
 }
 
 // lastTaskEnd is when the job's most recently started task stopped; ok is
