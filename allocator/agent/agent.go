@@ -18,7 +18,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/rondo-sched/rondo/allocator/engine"
-	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
@@ -36,6 +35,16 @@ type Decider = loop.Decider
 type HistoryKeeper interface {
 	MarshalHistory() ([]byte, error)
 	UnmarshalHistory([]byte) error
+}
+
+// MeasurementRestorer is implemented by deciders that learn throughputs
+// from the snapshots' measurements (round.Estimating): the agent gives
+// them the last measurement its state kept per job and GPU type at start
+// and when the decider is replaced, so that a restarted agent decides on
+// measured throughputs from its first round. A decider that learned that
+// throughput already ignores it.
+type MeasurementRestorer interface {
+	RestoreMeasured(job, gpuType string, stepsPerSec float64)
 }
 
 // Resetter is implemented by deciders that can be told to recompute the
@@ -193,10 +202,10 @@ type Agent struct {
 	rounds map[string]int
 	done   map[string]JobStatus
 
-	// est learns each job's isolated throughput per GPU type from the
-	// lease API's reports; measured values replace the table's in the
-	// snapshot the engine sees.
-	est *estimator.Online
+	// measured gathers the lease API's throughput reports since the last
+	// snapshot, per job and GPU type (under smu); Observed hands their
+	// mean to the round as engine.Job.Measured.
+	measured map[string]map[string]*reports
 
 	// owners caches allocation → job for the lease API's child callers
 	// (under mu).
@@ -216,7 +225,7 @@ func New(cfg Config) *Agent {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
-		rounds: map[string]int{}, done: map[string]JobStatus{}, est: estimator.NewOnline(0, nil),
+		rounds: map[string]int{}, done: map[string]JobStatus{}, measured: map[string]map[string]*reports{},
 		owners: map[string]string{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
@@ -231,6 +240,7 @@ func (a *Agent) Reconfigure(e Decider, policy string, round time.Duration, vcs [
 		// takes them in that order.)
 		a.smu.Lock()
 		h := a.st.Engine
+		a.restoreMeasured(e, a.st)
 		a.smu.Unlock()
 		a.restoreHistory(e, h)
 	}
@@ -301,6 +311,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.restoreHistory(dec, st.Engine)
 	a.smu.Lock()
 	a.st = st
+	a.restoreMeasured(dec, st)
 	a.smu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -393,7 +404,8 @@ func (a *Agent) StepContext(ctx context.Context) error {
 
 // Observed prepares the decision (loop.Recorder): a reset after rounds
 // that could not see Nomad, the backend's credit marks (what the
-// snapshot's received time is up to) and the measured throughputs.
+// snapshot's received time is up to) and the throughputs measured since
+// the last round (the estimating stage learns from them).
 func (a *Agent) Observed(_ context.Context, s *engine.Snapshot) error {
 	a.mu.Lock()
 	blind, e, b, log := a.blind, a.cfg.Engine, a.cfg.Backend, a.cfg.Logger
@@ -644,43 +656,45 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	a.status.Jobs = jobs
 }
 
-// applyMeasured puts measured isolated throughputs (learned online from
-// progress reports; after a restart, the last one kept in the state) in
-// place of the profiled table values.
+// reports is the running mean of one job's reports on one GPU type.
+type reports struct {
+	sum float64
+	n   int
+}
+
+// applyMeasured puts the throughputs reported since the last snapshot in
+// it (engine.Job.Measured: their mean per GPU type, one sample for the
+// estimating stage) and starts gathering anew.
 func (a *Agent) applyMeasured(s *engine.Snapshot) {
 	a.smu.Lock()
 	defer a.smu.Unlock()
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
-		types := make([]string, 0, len(j.Throughput))
-		for typ := range j.Throughput {
-			types = append(types, typ)
+		r := a.measured[j.ID]
+		if len(r) == 0 {
+			continue
 		}
-		for typ := range a.st.Throughput[j.ID] {
-			if _, ok := j.Throughput[typ]; !ok {
-				types = append(types, typ)
-			}
+		j.Measured = maps.Clone(j.Measured) // the backend may share the map
+		if j.Measured == nil {
+			j.Measured = make(map[string]float64, len(r))
 		}
-		copied := false
-		for _, typ := range types {
-			if a.est.Samples(j.ID, typ) == 0 {
-				m, ok := a.st.Throughput[j.ID][typ]
-				if !ok || m.StepsPerSec <= 0 {
-					continue
-				}
-				a.est.Observe(j.ID, typ, m.StepsPerSec)
-			}
-			v, ok := a.est.Isolated(j.ID, typ)
-			if !ok || v <= 0 {
-				continue
-			}
-			if !copied { // the backend may share the map
-				j.Throughput, copied = maps.Clone(j.Throughput), true
-				if j.Throughput == nil {
-					j.Throughput = map[string]float64{}
-				}
-			}
-			j.Throughput[typ] = v
+		for typ, m := range r {
+			j.Measured[typ] = m.sum / float64(m.n)
+		}
+	}
+	clear(a.measured)
+}
+
+// restoreMeasured gives dec the measurements st kept, if it learns from
+// them (under smu).
+func (a *Agent) restoreMeasured(dec Decider, st *state.State) {
+	mr, ok := dec.(MeasurementRestorer)
+	if !ok {
+		return
+	}
+	for job, types := range st.Throughput {
+		for typ, m := range types {
+			mr.RestoreMeasured(job, typ, m.StepsPerSec)
 		}
 	}
 }

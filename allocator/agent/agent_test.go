@@ -12,7 +12,9 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/vcnomad"
 )
 
@@ -164,34 +166,65 @@ func (r *recordingDecider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 }
 
 // Throughputs reported through the lease API replace the table's values in
-// what the engine decides on (learned online, Gavel §3.3).
+// what the engine decides on (learned online, Gavel §3.3): the agent hands
+// each round the reports since the last one (engine.Job.Measured, their
+// mean), the estimating stage learns them and amends the throughputs.
 func TestMeasuredThroughputReachesEngine(t *testing.T) {
 	fb := &fakeBackend{}
 	rd := &recordingDecider{}
-	a := New(Config{Backend: fb, Engine: rd, Round: time.Hour, Cluster: "test"})
+	a := New(Config{Backend: fb, Engine: &round.Estimating{Next: rd, Online: estimator.NewOnline(0, nil)}, Round: time.Hour, Cluster: "test"})
 	ctx := context.Background()
 	if err := a.StepContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []float64{3, 3.2, 2.8} {
+	report := func(v float64) {
+		t.Helper()
 		if err := a.Report(ctx, lease.Caller{Job: "b", IdentityJob: "b"}, lease.Progress{GPUType: "v100", StepsDone: 1, ThroughputStepsPerS: v, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// seen checks what the engine saw at the last round: b's throughput
+	// (its measurements reach the snapshot once, and only b's), the others
+	// the fake backend's table value.
+	seen := func(wantB float64, measured bool) {
+		t.Helper()
+		rd.mu.Lock()
+		defer rd.mu.Unlock()
+		last := rd.seen[len(rd.seen)-1]
+		for _, j := range last.Jobs {
+			want := 1.0
+			if j.ID == "b" {
+				want = wantB
+			}
+			if got := j.Throughput["v100"]; math.Abs(got-want) > 1e-9 {
+				t.Errorf("round %d: job %s: engine saw %g steps/s on v100, want %g", len(rd.seen), j.ID, got, want)
+			}
+			if (j.ID == "b" && measured) != (len(j.Measured) > 0) {
+				t.Errorf("round %d: job %s: measured %v", len(rd.seen), j.ID, j.Measured)
+			}
+		}
+	}
+	for _, v := range []float64{3, 3.2, 2.8} {
+		report(v)
+	}
 	if err := a.StepContext(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rd.mu.Lock()
-	defer rd.mu.Unlock()
-	last := rd.seen[len(rd.seen)-1]
-	for _, j := range last.Jobs {
-		want := 1.0 // the fake backend's table value
-		if j.ID == "b" {
-			want = 3
-		}
-		if got := j.Throughput["v100"]; got < want-1e-9 || got > want+1e-9 {
-			t.Errorf("job %s: engine saw %g steps/s on v100, want %g", j.ID, got, want)
-		}
+	seen(3, true)
+	// No new report: the estimate stands (the last reports are not fed again).
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen(3, false)
+	// A second round's report is the second sample: the mean of 3 and 4.
+	report(4)
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen(3.5, true)
+	// The state keeps the last report and the number of reports.
+	if m, ok := a.Measured("b", "v100"); !ok || m.StepsPerSec != 4 || m.Samples != 4 {
+		t.Errorf("state's measurement %+v %v", m, ok)
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
 	"github.com/rondo-sched/rondo/allocator/loop"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
@@ -361,5 +363,82 @@ func TestCreditMarksSurviveRestart(t *testing.T) {
 	st.RemoveJob("x")
 	if len(st.Credit) != 0 {
 		t.Errorf("RemoveJob kept the credit mark")
+	}
+}
+
+// TestMeasurementsSurviveRestart: the state keeps each job's last measured
+// throughput per GPU type; a restarted agent's estimating stage starts
+// from it (one sample), and a decider swapped in with the same estimator
+// carries on from what it learned rather than being fed the state again.
+func TestMeasurementsSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	store := &memStore{}
+	rd1 := &recordingDecider{}
+	on := estimator.NewOnline(0, nil)
+	a1 := New(Config{Backend: &fakeBackend{}, Engine: &round.Estimating{Next: rd1, Online: on}, Round: time.Hour, Store: store})
+	if err := a1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	report := func(a *Agent, typ string, v float64) {
+		t.Helper()
+		if err := a.Report(ctx, lease.Caller{Job: "b", IdentityJob: "b"}, lease.Progress{GPUType: typ, StepsDone: 1, ThroughputStepsPerS: v, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(a *Agent) {
+		t.Helper()
+		if err := a.StepContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// lastB is b's throughputs in the last snapshot rd decided on.
+	lastB := func(rd *recordingDecider) map[string]float64 {
+		rd.mu.Lock()
+		defer rd.mu.Unlock()
+		for _, j := range rd.seen[len(rd.seen)-1].Jobs {
+			if j.ID == "b" {
+				return j.Throughput
+			}
+		}
+		t.Fatal("no job b")
+		return nil
+	}
+	step(a1)
+	report(a1, "v100", 3)
+	report(a1, "k80", 2) // a type the backend's table lacks
+	step(a1)
+	report(a1, "v100", 5)
+	step(a1)
+	if got := lastB(rd1); got["v100"] != 4 || got["k80"] != 2 {
+		t.Fatalf("before the restart the engine saw %v, want v100 4 (mean of 3, 5), k80 2", got)
+	}
+
+	// The same estimator under a new decider (SIGHUP, lost leader lock):
+	// what it learned stands, the state is not fed again.
+	rd2 := &recordingDecider{}
+	a1.Reconfigure(&round.Estimating{Next: rd2, Online: on}, "", time.Hour, nil)
+	step(a1)
+	if got := lastB(rd2); got["v100"] != 4 {
+		t.Errorf("after swapping the decider the engine saw v100 %g, want 4", got["v100"])
+	}
+
+	// A restarted agent: a fresh estimator starts from the state's last
+	// report per type.
+	raw := append([]byte(nil), store.raw...)
+	rd3 := &recordingDecider{}
+	a2 := New(Config{Backend: &fakeBackend{}, Engine: &round.Estimating{Next: rd3, Online: estimator.NewOnline(0, nil)},
+		Round: time.Hour, Store: &memStore{raw: raw}})
+	if err := a2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step(a2)
+	if got := lastB(rd3); got["v100"] != 5 || got["k80"] != 2 {
+		t.Errorf("after a restart the engine saw %v, want the last reports v100 5, k80 2", got)
+	}
+	// New reports carry on from there: mean of the restored 5 and 2.
+	report(a2, "v100", 2)
+	step(a2)
+	if got := lastB(rd3); got["v100"] != 3.5 {
+		t.Errorf("after a restart and a report of 2 the engine saw v100 %g, want 3.5", got["v100"])
 	}
 }

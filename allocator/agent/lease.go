@@ -70,7 +70,16 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	}
 	if p.GPUType != "" && p.ThroughputStepsPerS > 0 {
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
-		a.est.Observe(c.Job, p.GPUType, p.ThroughputStepsPerS)
+		r := a.measured[c.Job][p.GPUType]
+		if r == nil {
+			if a.measured[c.Job] == nil {
+				a.measured[c.Job] = map[string]*reports{}
+			}
+			r = &reports{}
+			a.measured[c.Job][p.GPUType] = r
+		}
+		r.sum += p.ThroughputStepsPerS
+		r.n++
 	}
 	a.st.Progress[c.Job] = float64(p.StepsDone)
 	return nil

@@ -58,6 +58,13 @@ type Job struct {
 	// Started is true once the job has been started (admitted) before: a
 	// start is then a resume or a migration, not an admission.
 	Started bool `json:"started,omitempty"`
+	// Measured is the job's isolated steps/s per GPU type as the backend
+	// measured it since the previous snapshot (the mean of the progress
+	// reports received meanwhile; the simulator's noisy measurement of
+	// the round it ran); absent where nothing new was measured. The
+	// estimating stage (allocator/round.Estimating) learns from it and
+	// puts its estimate in Throughput; the engine itself never reads it.
+	Measured map[string]float64 `json:"measured,omitempty"`
 }
 
 // Class is a job's standing towards the quotas (HiveD): guaranteed work

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/throughputs"
@@ -51,9 +52,19 @@ func TestOnlineConverges(t *testing.T) {
 	if v, _ := o.Isolated("j2", "k80"); v != 2 {
 		t.Fatalf("mean of two samples %v, want 2", v)
 	}
+	o.Observe("j2", "a100", 5)
+	if got := o.Types("j2"); !slices.Equal(got, []string{"a100", "k80"}) {
+		t.Fatalf("types %v, want [a100 k80]", got)
+	}
 	o.Forget("j2")
 	if _, ok := o.Isolated("j2", "k80"); ok {
 		t.Fatal("forgotten job still has an estimate")
+	}
+	if got := o.Types("j2"); len(got) != 0 || o.Samples("j2", "a100") != 0 {
+		t.Fatalf("forgotten job still measured on %v", got)
+	}
+	if o.Samples("j1", "v100") != 250 {
+		t.Fatal("forgetting j2 lost j1's samples")
 	}
 }
 

@@ -15,7 +15,9 @@
 package estimator
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/rondo-sched/rondo/allocator/throughputs"
@@ -41,8 +43,6 @@ func TablePrior(t *throughputs.Table, model func(job string) (throughputs.Key, b
 // samples were seen.
 const DefaultAlpha = 0.2
 
-type obsKey struct{ job, gpuType string }
-
 type stat struct {
 	mean float64
 	n    int
@@ -55,7 +55,7 @@ type Online struct {
 	prior PriorFunc
 
 	mu sync.Mutex
-	m  map[obsKey]*stat
+	m  map[string]map[string]*stat // job → GPU type
 }
 
 // NewOnline returns an estimator whose weight for the n-th sample is
@@ -66,7 +66,7 @@ func NewOnline(alpha float64, prior PriorFunc) *Online {
 	if alpha <= 0 || alpha > 1 {
 		alpha = DefaultAlpha
 	}
-	return &Online{alpha: alpha, prior: prior, m: make(map[obsKey]*stat)}
+	return &Online{alpha: alpha, prior: prior, m: make(map[string]map[string]*stat)}
 }
 
 // Observe records one report of job's steps/s on gpuType. Negative, NaN and
@@ -77,11 +77,15 @@ func (o *Online) Observe(job, gpuType string, stepsPerSec float64) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	k := obsKey{job, gpuType}
-	s := o.m[k]
+	js := o.m[job]
+	if js == nil {
+		js = map[string]*stat{}
+		o.m[job] = js
+	}
+	s := js[gpuType]
 	if s == nil {
 		s = &stat{}
-		o.m[k] = s
+		js[gpuType] = s
 	}
 	s.n++
 	w := math.Max(1/float64(s.n), o.alpha)
@@ -93,7 +97,7 @@ func (o *Online) Observe(job, gpuType string, stepsPerSec float64) {
 // exists.
 func (o *Online) Isolated(job, gpuType string) (float64, bool) {
 	o.mu.Lock()
-	s := o.m[obsKey{job, gpuType}]
+	s := o.m[job][gpuType]
 	var v float64
 	if s != nil {
 		v = s.mean
@@ -112,19 +116,22 @@ func (o *Online) Isolated(job, gpuType string) (float64, bool) {
 func (o *Online) Samples(job, gpuType string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if s := o.m[obsKey{job, gpuType}]; s != nil {
+	if s := o.m[job][gpuType]; s != nil {
 		return s.n
 	}
 	return 0
+}
+
+// Types lists, sorted, the GPU types job was measured on.
+func (o *Online) Types(job string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Sorted(maps.Keys(o.m[job]))
 }
 
 // Forget drops a job's measurements (for example when it finishes).
 func (o *Online) Forget(job string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for k := range o.m {
-		if k.job == job {
-			delete(o.m, k)
-		}
-	}
+	delete(o.m, job)
 }

@@ -67,6 +67,7 @@ type simulator struct {
 	nodeGPUs map[string][]string
 	vcStops  map[string]int
 	oppStops int
+	meas     *measurer // nil without measurement noise (measure.go)
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -108,6 +109,10 @@ func Run(src Source, o Options) (*Result, error) {
 			r.Decider = engine.Fluid{Engine: eng}
 		}
 	}
+	var err error
+	if r.Decider, err = s.initMeasure(r.Decider); err != nil {
+		return nil, err
+	}
 	if err := s.fetch(); err != nil {
 		return nil, err
 	}
@@ -121,6 +126,7 @@ func Run(src Source, o Options) (*Result, error) {
 	res := s.result()
 	s.faultResult(res)
 	s.vcResult(res)
+	res.EstimateErrorMean = s.meas.estimateError()
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -325,6 +331,7 @@ func (s *simulator) complete() {
 			price := s.o.Cluster.PricePerHourUS[m.typ]
 			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1, len(m.gpus)))
 			js.remaining -= m.steps[i]
+			s.measure(js, &m, i)
 			if it := m.iso[i]; it > 0 {
 				js.isoTime += m.steps[i] / it
 			}
@@ -396,7 +403,8 @@ func (s *simulator) snapshot() *engine.Snapshot {
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
-			Started: js.ran}
+			Started: js.ran, Measured: js.measured}
+		js.measured = nil // reported once
 		if js.tj.SLOFactor > 0 {
 			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
 		}

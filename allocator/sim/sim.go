@@ -133,6 +133,10 @@ type Options struct {
 	// and Engine.Policy only names the run. Each job's VC and class come
 	// from the trace (trace.Job.VC, Opportunistic). Not with Ideal.
 	Decider loop.Decider
+	// MeasureNoise, when > 0, makes jobs report measured throughputs with
+	// lognormal noise of this sigma, learned by the estimating stage
+	// (measure.go); 0 decides on the true throughputs. Not with Ideal.
+	MeasureNoise float64
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -152,6 +156,9 @@ type jobState struct {
 	lastGPUs  string
 	cost      float64
 	partners  []*pairState // pairs with later active jobs, in arrival order
+	// measured is what the job reported in the last round (MeasureNoise),
+	// for the next snapshot.
+	measured map[string]float64
 }
 
 type micro struct {
@@ -211,8 +218,12 @@ type Result struct {
 	FaultInterruptions int     `json:"fault_interruptions,omitempty"`
 	EndS               float64 `json:"end_s"`
 	// PeakActive is the most jobs active at once (arrived, unfinished).
-	PeakActive int  `json:"peak_active"`
-	Finished   bool `json:"finished"`
+	PeakActive int `json:"peak_active"`
+	// EstimateErrorMean is the mean relative error of the estimated
+	// throughputs the decider used, over every round, job and measured
+	// type (--measure-noise only).
+	EstimateErrorMean float64 `json:"estimate_error_mean,omitempty"`
+	Finished          bool    `json:"finished"`
 	// VCs are the per-VC metrics of guaranteed jobs and Opportunistic those
 	// of opportunistic jobs (VC mode only, vc.go).
 	VCs           []VCResult  `json:"vcs,omitempty"`

@@ -19,9 +19,11 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 	rhcl "github.com/rondo-sched/rondo/hcl"
@@ -236,7 +238,18 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		log.Warn("preemption: " + err.Error())
 	}
-	dec, err := newDecider(s, log, false)
+	// The round's first stage learns throughputs from the lease API's
+	// reports (the snapshot's Measured); its estimator outlives the
+	// deciders a reload or a lost leader lock rebuilds.
+	est := estimator.NewOnline(0, nil)
+	decide := func(s *agentSettings, reset bool) (agent.Decider, error) {
+		d, err := newDecider(s, log, reset)
+		if err != nil {
+			return nil, err
+		}
+		return &round.Estimating{Next: d, Online: est}, nil
+	}
+	dec, err := decide(s, false)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -319,7 +332,7 @@ func (c *agentCmd) Run(args []string) int {
 				// it can (same policies; cumulative received time is kept
 				// anyway) and recomputes at its first round; the running
 				// placement is re-read from Nomad.
-				if e, err = newDecider(ns, log, true); err != nil {
+				if e, err = decide(ns, true); err != nil {
 					smu.Unlock()
 					log.Error("reload failed", "error", err)
 					continue
@@ -340,7 +353,7 @@ func (c *agentCmd) Run(args []string) int {
 	fresh := func() error {
 		smu.Lock()
 		defer smu.Unlock()
-		e, err := newDecider(s, log, false)
+		e, err := decide(s, false)
 		if err != nil {
 			return err
 		}

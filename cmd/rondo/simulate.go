@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -28,7 +29,7 @@ type simulateCmd struct {
 	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
 	faultsFile                                                              string
 	perServer, jobs, maxActive                                              int
-	rate, round, preempt, startCost, maxTime                                float64
+	rate, round, preempt, startCost, maxTime, measureNoise                  float64
 	seed                                                                    int64
 	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
 	vc                                                                      vcFlags
@@ -62,6 +63,7 @@ func newSimulate() *simulateCmd {
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
+	f.Float64Var(&c.measureNoise, "measure-noise", 0, "jobs report measured throughputs, true × exp(N(0, SIGMA)) (seeded by --seed), that the round's estimator learns (0: decide on the true throughputs)")
 	return c
 }
 
@@ -95,12 +97,18 @@ func (c *simulateCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
+	if !(c.measureNoise >= 0) || math.IsInf(c.measureNoise, 0) {
+		return c.fail(fmt.Errorf("--measure-noise %v: want a finite SIGMA ≥ 0", c.measureNoise))
+	}
 	if c.vc.config != "" {
 		if !c.phillyTrace() {
 			return c.runVCSim()
 		}
 		if c.faultsFile != "" {
 			return c.fail(fmt.Errorf("--faults with --vc-config needs a Gavel trace (--trace continuous|static|FILE), not a Philly one"))
+		}
+		if c.measureNoise != 0 {
+			return c.fail(fmt.Errorf("--measure-noise with --vc-config needs a Gavel trace (--trace continuous|static|FILE), not a Philly one"))
 		}
 		return c.runVC()
 	}
@@ -125,7 +133,10 @@ func (c *simulateCmd) Run(args []string) int {
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
+	}
+	if c.measureNoise > 0 && c.ideal {
+		return c.fail(fmt.Errorf("--measure-noise is not supported with --ideal (nothing runs in rounds to measure)"))
 	}
 	if c.faultsFile != "" {
 		if o.Faults, err = faults.ReadFile(c.faultsFile); err != nil {
@@ -222,6 +233,10 @@ func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
 		if o.Faults != nil {
 			fmt.Fprintf(c.stdout, "faults: %d GPU failures, %d micro-tasks interrupted (preemptions include their jobs)\n",
 				res.GPUFailures, res.FaultInterruptions)
+		}
+		if o.MeasureNoise > 0 {
+			fmt.Fprintf(c.stdout, "measured throughputs (noise sigma %g): estimates off by %.2f%% on average\n",
+				o.MeasureNoise, 100*res.EstimateErrorMean)
 		}
 		writeVCLines(c.stdout, res)
 	}

@@ -510,7 +510,7 @@ func (c *simulateCmd) runVCSim() int {
 		Cluster:     sim.Cluster{GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
 	}
 	capacity := vcCapacity(cfg)
 	switch {

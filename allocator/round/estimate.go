@@ -1,0 +1,105 @@
+package round
+
+import (
+	"maps"
+
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
+	"github.com/rondo-sched/rondo/allocator/loop"
+)
+
+// Estimating is the round's first stage, "estimate throughputs": it feeds
+// each job's measurements (engine.Job.Measured, one sample per type per
+// snapshot) to the online estimator and puts the estimate in place of the
+// job's profiled Throughput for that type before Next decides. The
+// estimator weighs the n-th sample of a (job, type) by max(1/n, alpha): the
+// mean of the first measurements, then an exponentially weighted mean. A
+// type the job was never measured on keeps its profiled value (or the
+// estimator's prior, when it has one). The engine stays pure: it decides on
+// the Throughput it is given.
+//
+// The snapshot is amended in place (its maps cloned first, as a backend may
+// share them), so that what records the round sees what was decided on.
+// Estimating passes the history (agent.HistoryKeeper) and reset
+// (agent.Resetter) of Next through, and keeps Online across deciders: a new
+// decider wrapped with the same estimator carries on from what it learned.
+type Estimating struct {
+	Next   loop.Decider
+	Online *estimator.Online
+}
+
+// Round estimates the snapshot's throughputs, then lets Next decide.
+func (e *Estimating) Round(s *engine.Snapshot) (*engine.Plan, error) {
+	Estimate(e.Online, s)
+	return e.Next.Round(s)
+}
+
+// Estimate feeds s's measurements to o and replaces the jobs' throughputs
+// by o's estimates where o has one.
+func Estimate(o *estimator.Online, s *engine.Snapshot) {
+	for i := range s.Jobs {
+		j := &s.Jobs[i]
+		for typ, v := range j.Measured {
+			o.Observe(j.ID, typ, v)
+		}
+		copied := false
+		set := func(typ string) {
+			v, ok := o.Isolated(j.ID, typ)
+			if !ok || v <= 0 || v == j.Throughput[typ] {
+				return
+			}
+			if !copied { // the backend may share the map
+				j.Throughput, copied = maps.Clone(j.Throughput), true
+				if j.Throughput == nil {
+					j.Throughput = map[string]float64{}
+				}
+			}
+			j.Throughput[typ] = v
+		}
+		for typ := range j.Throughput {
+			set(typ)
+		}
+		// Types the backend's table lacks but the job was measured on
+		// (now or in an earlier round).
+		for _, typ := range o.Types(j.ID) {
+			if _, ok := j.Throughput[typ]; !ok {
+				set(typ)
+			}
+		}
+	}
+}
+
+// RestoreMeasured gives the estimator a measurement kept from before a
+// restart (the agent's state; agent.MeasurementRestorer) as one sample,
+// unless it already learned that job's throughput on that type.
+func (e *Estimating) RestoreMeasured(job, gpuType string, stepsPerSec float64) {
+	if stepsPerSec > 0 && e.Online.Samples(job, gpuType) == 0 {
+		e.Online.Observe(job, gpuType, stepsPerSec)
+	}
+}
+
+// MarshalHistory is Next's history (agent.HistoryKeeper); nil when Next
+// keeps none.
+func (e *Estimating) MarshalHistory() ([]byte, error) {
+	if hk, ok := e.Next.(interface{ MarshalHistory() ([]byte, error) }); ok {
+		return hk.MarshalHistory()
+	}
+	return nil, nil
+}
+
+// UnmarshalHistory restores Next's history (agent.HistoryKeeper); a no-op
+// when Next keeps none.
+func (e *Estimating) UnmarshalHistory(h []byte) error {
+	if hk, ok := e.Next.(interface{ UnmarshalHistory([]byte) error }); ok {
+		return hk.UnmarshalHistory(h)
+	}
+	return nil
+}
+
+// RequestReset passes a reset on to Next (agent.Resetter), when it takes
+// one.
+func (e *Estimating) RequestReset() {
+	if r, ok := e.Next.(interface{ RequestReset() }); ok {
+		r.RequestReset()
+	}
+}
