@@ -57,9 +57,10 @@ func fidelityClients() []cluster.ClientSpec {
 }
 
 // fidelityTrace draws n jobs from Gavel's trace generator (multi-GPU,
-// Poisson arrivals at rate jobs/hour, the seed), keeps those of at most 4
-// GPUs (one machine), compresses it by fidelityScale, caps durations at
-// fidelityCapS and puts jobs in the VCs alternately.
+// Poisson arrivals at rate jobs/hour, the seed), keeps those of at most 2
+// GPUs (a VC's share holds 2 of each type: larger jobs could never run),
+// compresses it by fidelityScale, caps durations at fidelityCapS and puts
+// jobs in the VCs alternately.
 func fidelityTrace(t *testing.T, n int, seed int64, rate float64) []trace.Job {
 	g, err := trace.NewGenerator(trace.Options{Seed: seed, Rate: rate, MultiGPU: true})
 	if err != nil {
@@ -72,7 +73,7 @@ func fidelityTrace(t *testing.T, n int, seed int64, rate float64) []trace.Job {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.ScaleFactor > 4 {
+		if j.ScaleFactor > 2 {
 			continue
 		}
 		v, ok := tb.Lookup(j.Model, j.ScaleFactor, "v100")

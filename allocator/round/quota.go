@@ -114,6 +114,11 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			opp = append(opp, j)
 		case ok:
 			jobs[v] = append(jobs[v], j)
+			if !q.fits(v, j) && !q.warned["fit "+j.ID] {
+				q.warned["fit "+j.ID] = true
+				q.warn("job can never run: its VC's share holds fewer GPUs of every type it runs on than it needs",
+					"job", j.ID, "vc", j.VC, "gpus", max(j.ScaleFactor, 1), "share", q.vcs[v].GPUs)
+			}
 		case !q.warned[j.ID]:
 			q.warned[j.ID] = true
 			q.warn("job not scheduled: its VC is not declared in the config", "job", j.ID, "vc", j.VC)
@@ -189,6 +194,17 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	out.Allocation = MergeAllocations(plans)
 	engine.Annotate(s, out, preempted)
 	return out, nil
+}
+
+// fits reports whether a job of VC v can run in its share: some type it
+// has a throughput on holds its scale factor.
+func (q *Quota) fits(v int, j engine.Job) bool {
+	for t, n := range q.vcs[v].GPUs {
+		if j.Throughput[t] > 0 && n >= max(j.ScaleFactor, 1) {
+			return true
+		}
+	}
+	return false
 }
 
 // sub runs one engine on its GPUs and jobs. A job counts as running for

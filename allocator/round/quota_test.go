@@ -64,7 +64,7 @@ func TestQuotaIsAPrivateCluster(t *testing.T) {
 	}
 	o := qjob("o0", "a", 1, 0)
 	o.Class = engine.Opportunistic
-	s.Jobs = append(s.Jobs, o, qjob("x0", "nowhere", 1, 0))
+	s.Jobs = append(s.Jobs, o, qjob("x0", "nowhere", 1, 0), qjob("a-big", "a", 4, 9))
 
 	var private [2]*engine.Engine
 	var privSnap [2]*engine.Snapshot
@@ -138,7 +138,7 @@ func TestQuotaIsAPrivateCluster(t *testing.T) {
 		}
 		step(s, p)
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "not declared") {
+	if len(warned) != 2 || !strings.Contains(warned[0], "not declared") || !strings.Contains(warned[1], "never run") {
 		t.Errorf("warnings %v", warned)
 	}
 	// FIFO in a: its first job never stops, whatever LAS does in b.
