@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
 func TestEmbeddedMatchesSharedData(t *testing.T) {
@@ -181,5 +183,38 @@ func TestGenerateTenantFilterAndErrors(t *testing.T) {
 		if _, err := Generate(d, o); err == nil {
 			t.Errorf("case %d: no error", i)
 		}
+	}
+}
+
+// TestSimJobs: a Philly job becomes a simulator job of a model measured at
+// its GPU count on every given type, whose steps take its duration on the
+// reference type; VC, class and arrival carry over; a GPU count no model
+// has is an error.
+func TestSimJobs(t *testing.T) {
+	tb := throughputs.Default()
+	tr := []Job{{ID: 0, VC: "a", ArrivalS: 0, DurationS: 3600, GPUs: 1},
+		{ID: 7, VC: "b", ArrivalS: 5, DurationS: 100, GPUs: 8, Opportunistic: true}}
+	types := []string{"v100", "p100", "k80"}
+	js, err := SimJobs(tr, tb, "v100", types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range js {
+		v, ok := tb.Isolated(j.Key(), "v100")
+		if !ok || j.ScaleFactor != tr[i].GPUs || math.Abs(j.TotalSteps/v-tr[i].DurationS) > 1e-9*tr[i].DurationS ||
+			j.VC != tr[i].VC || j.Opportunistic != tr[i].Opportunistic || j.ArrivalS != tr[i].ArrivalS || j.DurationS != tr[i].DurationS {
+			t.Errorf("job %d: %+v", i, j)
+		}
+		for _, typ := range types {
+			if v, ok := tb.Isolated(j.Key(), typ); !ok || v <= 0 {
+				t.Errorf("job %d: model %v not measured on %s", i, j.Key(), typ)
+			}
+		}
+	}
+	if _, err := SimJobs([]Job{{ID: 0, GPUs: 3, DurationS: 1}}, tb, "v100", types); err == nil {
+		t.Error("3-GPU job accepted")
+	}
+	if _, err := SimJobs([]Job{{ID: 0, GPUs: 1, DurationS: 1, ArrivalS: 5}, {ID: 1, GPUs: 1, DurationS: 1}}, tb, "v100", types); err == nil {
+		t.Error("arrivals out of order accepted")
 	}
 }

@@ -60,6 +60,7 @@ type simulator struct {
 	peakActive  int
 	steps       int         // clock ticks (Next)
 	faults      *faultState // nil without fault injection (faults.go)
+	classBusy   *ClassBusy  // nil unless Options.BusyWindowS (busy.go)
 
 	// VC mode (vc.go): the nodes, each node's GPU ids in index order, and
 	// the jobs the plans stopped per VC and of the opportunistic class.
@@ -68,6 +69,7 @@ type simulator struct {
 	vcStops  map[string]int
 	oppStops int
 	meas     *measurer // nil without measurement noise (measure.go)
+	oppEvict int       // opportunistic jobs stopped for guaranteed work
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -127,6 +129,7 @@ func Run(src Source, o Options) (*Result, error) {
 	s.faultResult(res)
 	s.vcResult(res)
 	res.EstimateErrorMean = s.meas.estimateError()
+	s.busyResult(res)
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -254,6 +257,7 @@ func (s *simulator) Next(context.Context) bool {
 // active.
 func (s *simulator) Observe() (*engine.Snapshot, error) {
 	s.beforeStep()
+	s.countBusy()
 	// Advance the clock: to the end of the round, else to the next arrival
 	// (or fault event).
 	if len(s.running) > 0 {
@@ -264,11 +268,12 @@ func (s *simulator) Observe() (*engine.Snapshot, error) {
 		if s.hasRoundEnd {
 			s.roundStart = s.roundEnd
 		}
+		end = s.gridEnd(end)
 		s.roundEnd, s.hasRoundEnd = end, true
 		s.now = end
 		s.idleRounds = 0
 	} else if s.pending != nil && s.pending.ArrivalS > s.now {
-		s.now = math.Min(s.pending.ArrivalS, s.nextFaultS())
+		s.now = math.Min(s.gridNext(s.pending.ArrivalS), s.nextFaultS())
 	} else if s.pending == nil || s.pending.ArrivalS <= s.now {
 		if len(s.active) > 0 && s.rounds > 0 {
 			// Nothing ran and nothing arrives: idle for a round (a recompute

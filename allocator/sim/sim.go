@@ -137,6 +137,16 @@ type Options struct {
 	// lognormal noise of this sigma, learned by the estimating stage
 	// (measure.go); 0 decides on the true throughputs. Not with Ideal.
 	MeasureNoise float64
+	// RoundGrid puts rounds on the grid k × Engine.RoundS: every round
+	// lasts the full round length even when all its micro-tasks finish
+	// early, and an idle cluster waits for the next grid point after an
+	// arrival (busy.go). The VC comparison uses it so that a VC's rounds
+	// fall at the same times on the shared cluster and on its private one.
+	RoundGrid bool
+	// BusyWindowS, when positive, also measures busy GPU time per class
+	// (guaranteed, opportunistic) over the run and over [0, BusyWindowS]
+	// (Result.ClassBusy, busy.go).
+	BusyWindowS float64
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -226,9 +236,11 @@ type Result struct {
 	Finished          bool    `json:"finished"`
 	// VCs are the per-VC metrics of guaranteed jobs and Opportunistic those
 	// of opportunistic jobs (VC mode only, vc.go).
-	VCs           []VCResult  `json:"vcs,omitempty"`
-	Opportunistic *VCResult   `json:"opportunistic,omitempty"`
-	Jobs          []JobResult `json:"-"`
+	VCs           []VCResult `json:"vcs,omitempty"`
+	Opportunistic *VCResult  `json:"opportunistic,omitempty"`
+	// ClassBusy is busy GPU time per class (Options.BusyWindowS only).
+	ClassBusy *ClassBusy  `json:"class_busy,omitempty"`
+	Jobs      []JobResult `json:"-"`
 }
 
 // Percentile is numpy's default (linear interpolation) percentile.

@@ -128,6 +128,9 @@ func (s *simulator) vcIntents(plan *engine.Plan) {
 		}
 		if js := s.byIDs[in.Job]; js != nil && js.tj.Opportunistic {
 			s.oppStops++
+			if in.Reason.Kind == engine.GuaranteedNeedsGPUs {
+				s.oppEvict++
+			}
 		} else if js != nil {
 			s.vcStops[js.tj.VC]++
 		}

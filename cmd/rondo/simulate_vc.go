@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,10 +17,10 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/philly"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
-	"github.com/rondo-sched/rondo/allocator/vcsim"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -32,17 +33,17 @@ type vcFlags struct {
 }
 
 func (v *vcFlags) register(f *flag.FlagSet) {
-	f.StringVar(&v.config, "vc-config", "", "virtual-cluster mode: cluster config (cells and VCs, or quota-only VCs); with --trace continuous|static|FILE the VCs run in the simulator through the agent's deciders, with --trace philly (the default here) or a Philly CSV (*.csv) the vcsim comparison")
-	f.StringVar(&v.seeds, "seeds", "", "virtual-cluster mode: comma-separated seeds (default: --seed)")
+	f.StringVar(&v.config, "vc-config", "", "virtual-cluster mode: cluster config (cells and VCs, or quota-only VCs); with --trace continuous|static|FILE the VCs run in the simulator through the agent's deciders; with --trace philly (the default here) or a Philly CSV (*.csv), a cells config, the comparison quota-only vs cells vs private clusters (three runs of the same simulator)")
+	f.StringVar(&v.seeds, "seeds", "", "virtual-cluster comparison: comma-separated seeds (default: --seed)")
 	f.StringVar(&v.shares, "vc-share", "", "virtual-cluster mode: shares of the offered GPU time, vc=weight,... (default: quota GPUs)")
 	f.StringVar(&v.gpus, "vc-gpus", "", "virtual-cluster mode: restrict VCs to jobs of these GPU counts, vc=1|2,... (default: all)")
-	f.Float64Var(&v.load, "load", 0.8, "virtual-cluster mode: offered load, fraction of the cluster's GPUs")
+	f.Float64Var(&v.load, "load", 0.8, "virtual-cluster comparison: offered load, fraction of the cluster's GPUs")
 	f.Float64Var(&v.opp, "opportunistic", 0.2, "virtual-cluster mode: fraction of jobs submitted as opportunistic (drawn per job)")
-	f.Float64Var(&v.maxDur, "max-duration", 0, "virtual-cluster mode: cap job durations, seconds (0: none)")
-	f.BoolVar(&v.firstFit, "first-fit", false, "virtual-cluster mode: baseline places by first fit instead of best fit")
-	f.BoolVar(&v.timeShare, "time-sharing", false, "virtual-cluster mode: both layers, rounds of --round s: each VC's policy (HCL) time-shares its jobs on its cells, vs its private cluster")
-	f.StringVar(&v.vcPolicy, "vc-policy", "", "virtual-cluster mode with --time-sharing: override VC policies, vc=policy,...")
-	f.StringVar(&v.oppPolicy, "opp-policy", "max_min_fairness_perf", "virtual-cluster mode with --time-sharing: policy for opportunistic jobs")
+	f.Float64Var(&v.maxDur, "max-duration", 0, "virtual-cluster comparison: cap job durations, seconds (0: none)")
+	f.BoolVar(&v.firstFit, "first-fit", false, "virtual-cluster comparison: accepted and ignored (warned): the quota-only baseline is the agent's round.Quota, which has no first-fit placement")
+	f.BoolVar(&v.timeShare, "time-sharing", false, "virtual-cluster comparison: accepted, no effect: every run time-shares in rounds of --round s, each VC under its HCL policy")
+	f.StringVar(&v.vcPolicy, "vc-policy", "", "virtual-cluster comparison: override VC policies, vc=policy,... (every system and private cluster)")
+	f.StringVar(&v.oppPolicy, "opp-policy", rhcl.DefaultVCPolicy, "virtual-cluster comparison: policy of opportunistic jobs; only the agent's, "+rhcl.DefaultVCPolicy+", is accepted")
 }
 
 // vcPolicies is each VC's policy from the config, with --vc-policy overrides.
@@ -139,8 +140,13 @@ func parseShares(s string, known map[string]bool) (map[string]float64, error) {
 	return out, nil
 }
 
-// runVC is 'rondo simulate --vc-config': the virtual-cluster comparison
-// (quota-only baseline, cells, private clusters) on a Philly trace.
+// runVC is 'rondo simulate --vc-config C --trace philly|FILE.csv': the
+// virtual-cluster comparison on a Philly trace, three runs of the one
+// simulator (allocator/sim VC mode, rounds on a fixed grid) with the same
+// jobs and the agent's deciders (vcDecider): (a) quota-only, the config's
+// cells turned into shares in GPUs per type (round.CellShares); (b) the
+// cells config itself; and each VC's guaranteed jobs alone on its quota
+// under each logic. Each VC runs its HCL policy (--vc-policy overrides).
 func (c *simulateCmd) runVC() int {
 	traceSet := false
 	c.flags.Visit(func(f *flag.Flag) { traceSet = traceSet || f.Name == "trace" })
@@ -148,9 +154,24 @@ func (c *simulateCmd) runVC() int {
 	if diags.HasErrors() {
 		return c.fail(errors.New(rhcl.FormatDiagnostics(diags)))
 	}
+	if cfg.QuotaOnly() || len(cfg.Cells) == 0 || len(cfg.VCs) == 0 {
+		return c.fail(fmt.Errorf("%s: the comparison on a Philly trace needs cells and VCs with quotas (its quota-only baseline is derived from them); run quota-only VCs with a Gavel trace (--trace continuous|static|FILE)", c.vc.config))
+	}
+	pols, err := vcPolicies(cfg, c.vc.vcPolicy)
+	if err != nil {
+		return c.fail(err)
+	}
+	for i := range cfg.VCs {
+		cfg.VCs[i].Policy = pols[i]
+	}
+	if c.vc.oppPolicy != rhcl.DefaultVCPolicy {
+		return c.fail(fmt.Errorf("--opp-policy %q: opportunistic jobs run under the agent's policy for them, %s (the only value accepted)", c.vc.oppPolicy, rhcl.DefaultVCPolicy))
+	}
+	if c.vc.firstFit {
+		fmt.Fprintln(c.stderr, "rondo simulate: warning: --first-fit is ignored: the quota-only baseline is round.Quota, the agent's, which places by its own rule")
+	}
 	spec := specFromConfig(cfg)
 	var dist []philly.Pair
-	var err error
 	switch {
 	case !traceSet || c.traceArg == "philly":
 		dist, err = philly.Embedded()
@@ -184,13 +205,17 @@ func (c *simulateCmd) runVC() int {
 	if jobs <= 0 {
 		jobs = 2000
 	}
-	gpus := 0
+	quotaShares, err := round.CellShares(spec)
+	if err != nil {
+		return c.fail(err)
+	}
 	quota := map[string]int{}
-	for _, v := range cfg.VCs {
-		for _, q := range v.Quota {
-			quota[v.Name] += q.Count * cfgGPUs(cfg, q.Type)
+	for v, m := range quotaShares {
+		for _, n := range m {
+			quota[v] += n
 		}
 	}
+	gpus := 0
 	for _, cell := range cfg.Cells {
 		gpus += cfgGPUs(cfg, cell.Type)
 	}
@@ -204,23 +229,35 @@ func (c *simulateCmd) runVC() int {
 			tenants = append(tenants, philly.Tenant{VC: v.Name, Share: w, GPUs: vcGPUs[v.Name]})
 		}
 	}
-	if c.vc.timeShare {
-		return c.runVCTimeSharing(cfg, dist, seeds, tenants, jobs, gpus)
+	tb := throughputs.Default()
+	if c.tputFile != "" {
+		if tb, err = throughputs.Load(c.tputFile); err != nil {
+			return c.fail(err)
+		}
 	}
-	var results []*vcsim.Result
+	types := cfgLeafTypes(cfg)
+	o, err := c.compareOptions(cfg, quotaShares, quota, tb)
+	if err != nil {
+		return c.fail(err)
+	}
+	var results []*sim.CompareResult
 	for _, seed := range seeds {
 		tr, err := philly.Generate(dist, philly.Options{Seed: seed, Jobs: jobs, Tenants: tenants, ClusterGPUs: gpus,
 			Load: c.vc.load, Opportunistic: c.vc.opp, MaxDurationS: c.vc.maxDur, WorkShares: true})
 		if err != nil {
 			return c.fail(err)
 		}
-		r, err := vcsim.Compare(tr, vcsim.Options{Spec: spec, FirstFit: c.vc.firstFit})
+		sj, err := philly.SimJobs(tr, tb, types[0], types)
+		if err != nil {
+			return c.fail(err)
+		}
+		r, err := sim.Compare(sj, o)
 		if err != nil {
 			return c.fail(fmt.Errorf("seed %d: %w", seed, err))
 		}
 		results = append(results, r)
 	}
-	sum, err := vcsim.Summarize(results)
+	sum, err := sim.Summarize(results)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -235,12 +272,113 @@ func (c *simulateCmd) runVC() int {
 		}
 		return 0
 	}
-	fmt.Fprintf(c.stdout, "%d GPUs, %d jobs per seed, load %.2f, %.0f%% opportunistic, seeds %v, FIFO inside each VC\n\n",
-		gpus, jobs, c.vc.load, 100*c.vc.opp, seeds)
-	if err := vcsim.WriteMarkdown(c.stdout, sum); err != nil {
+	var vp []string
+	for _, v := range cfg.VCs {
+		vp = append(vp, v.Name+"="+v.Policy)
+	}
+	fmt.Fprintf(c.stdout, "%d GPUs (%s), %d jobs per seed, load %.2f, %.0f%% opportunistic, seeds %v, rounds of %.0f s, VC policies %s\n\n",
+		gpus, strings.Join(types, ","), jobs, c.vc.load, 100*c.vc.opp, seeds, c.round, strings.Join(vp, ","))
+	if err := sim.WriteMarkdown(c.stdout, sum); err != nil {
 		return c.fail(err)
 	}
 	return 0
+}
+
+// compareOptions builds the comparison's systems from a cells config: the
+// shared cluster (its cells' nodes) under the cells decider and under the
+// quota-only decider of the same shares, and each VC's private cluster
+// (one top cell per quota cell) under each.
+func (c *simulateCmd) compareOptions(cfg *rhcl.Config, shares map[string]map[string]int, quota map[string]int, tb *throughputs.Table) (sim.CompareOptions, error) {
+	warn := func(msg string, args ...any) {
+		fmt.Fprintf(c.stderr, "rondo simulate: warning: %s%s\n", msg, kvString(args))
+	}
+	setup := func(nodesOf, decide *rhcl.Config) func() (sim.Setup, error) {
+		return func() (sim.Setup, error) {
+			nodes, err := cellNodes(nodesOf)
+			if err != nil {
+				return sim.Setup{}, err
+			}
+			d, err := vcDecider(decide, c.round, false, warn)
+			if err != nil {
+				return sim.Setup{}, err
+			}
+			return sim.Setup{Nodes: nodes, Decider: d}, nil
+		}
+	}
+	o := sim.CompareOptions{
+		Base: sim.Options{Engine: engine.Config{RoundS: c.round, Policy: "VC comparison"}, Throughputs: tb,
+			PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime},
+		Cells: setup(cfg, cfg),
+		Quota: setup(cfg, quotaOnlyConfig(cfg, shares)),
+	}
+	for i, v := range cfg.VCs {
+		pc := privateConfig(cfg, i)
+		o.VCs = append(o.VCs, sim.CompareVC{Name: v.Name, QuotaGPUs: quota[v.Name],
+			PrivateCells: setup(pc, pc), PrivateQuota: setup(pc, quotaOnlyConfig(pc, map[string]map[string]int{v.Name: shares[v.Name]}))})
+	}
+	// Fail early on a config the deciders refuse.
+	for _, mk := range []func() (sim.Setup, error){o.Cells, o.Quota} {
+		if _, err := mk(); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// quotaOnlyConfig is a cells config as quota-only VCs: no cells, each VC
+// the given share in GPUs per type (round.CellShares: its quota's GPUs),
+// its policy, weight and entities.
+func quotaOnlyConfig(cfg *rhcl.Config, shares map[string]map[string]int) *rhcl.Config {
+	q := &rhcl.Config{RoundSeconds: cfg.RoundSeconds, CellTypes: cfg.CellTypes}
+	for _, v := range cfg.VCs {
+		g := map[string]int{}
+		for t, n := range shares[v.Name] {
+			g[t] = n
+		}
+		q.VCs = append(q.VCs, rhcl.VC{Name: v.Name, GPUs: g, Policy: v.Policy, Weight: v.Weight, Entities: v.Entities})
+	}
+	return q
+}
+
+// privateConfig is VC i's private cluster: one top cell per cell of its
+// quota (nodes named <vc>-p<k>/<i>) and its pinned cells, the VC alone.
+func privateConfig(cfg *rhcl.Config, i int) *rhcl.Config {
+	v := cfg.VCs[i]
+	spec := specFromConfig(cfg)
+	p := &rhcl.Config{RoundSeconds: cfg.RoundSeconds, CellTypes: cfg.CellTypes}
+	for _, q := range spec.VCs[i].Quota {
+		for range q.Count {
+			p.Cells = append(p.Cells, rhcl.Cell{Type: q.Type, Name: fmt.Sprintf("%s-p%d", v.Name, len(p.Cells))})
+		}
+	}
+	for _, c := range cfg.Cells {
+		if c.Pinned == v.Name || slices.Contains(v.Pinned, c.Name) {
+			p.Cells = append(p.Cells, rhcl.Cell{Type: c.Type, Name: c.Name, Pinned: v.Name})
+		}
+	}
+	pv := v
+	pv.Pinned = nil
+	p.VCs = []rhcl.VC{pv}
+	return p
+}
+
+// cfgLeafTypes is the config's GPU types in cell type order; the first is
+// the reference type of Philly durations.
+func cfgLeafTypes(cfg *rhcl.Config) []string {
+	var out []string
+	for _, t := range cfg.CellTypes {
+		if t.Child != "" {
+			continue
+		}
+		g := t.GPUType
+		if g == "" {
+			g = t.Name
+		}
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // cfgGPUs is the number of GPUs in a cell of the named type.
@@ -256,7 +394,7 @@ func cfgGPUs(cfg *rhcl.Config, typ string) int {
 	return n
 }
 
-func writeVCOut(dir string, results []*vcsim.Result, sum vcsim.Summary) error {
+func writeVCOut(dir string, results []*sim.CompareResult, sum sim.CompareSummary) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -271,52 +409,14 @@ func writeVCOut(dir string, results []*vcsim.Result, sum vcsim.Summary) error {
 	if err != nil {
 		return err
 	}
-	if err := vcsim.WriteMarkdown(f, sum); err != nil {
+	if err := sim.WriteMarkdown(f, sum); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// runVCTimeSharing is 'rondo simulate --vc-config C --time-sharing'.
-func (c *simulateCmd) runVCTimeSharing(cfg *rhcl.Config, dist []philly.Pair, seeds []uint64, tenants []philly.Tenant, jobs, gpus int) int {
-	spec := specFromConfig(cfg)
-	pols, err := vcPolicies(cfg, c.vc.vcPolicy)
-	if err != nil {
-		return c.fail(err)
-	}
-	if err := rhcl.ValidPolicy(c.vc.oppPolicy); err != nil {
-		return c.fail(fmt.Errorf("--opp-policy: %w", err))
-	}
-	var results []*vcsim.TimeShareResult
-	for _, seed := range seeds {
-		tr, err := philly.Generate(dist, philly.Options{Seed: seed, Jobs: jobs, Tenants: tenants, ClusterGPUs: gpus,
-			Load: c.vc.load, Opportunistic: c.vc.opp, MaxDurationS: c.vc.maxDur, WorkShares: true})
-		if err != nil {
-			return c.fail(err)
-		}
-		r, err := vcsim.CompareTimeSharing(tr, vcsim.TimeShareOptions{Spec: spec, Policies: pols, OppPolicy: c.vc.oppPolicy,
-			RoundS: c.round, Seed: int64(seed)})
-		if err != nil {
-			return c.fail(fmt.Errorf("seed %d: %w", seed, err))
-		}
-		results = append(results, r)
-	}
-	if c.jsonOut {
-		if err := json.NewEncoder(c.stdout).Encode(map[string]any{"results": results}); err != nil {
-			return c.fail(err)
-		}
-		return 0
-	}
-	fmt.Fprintf(c.stdout, "%d GPUs, %d jobs per seed, load %.2f, %.0f%% opportunistic, seeds %v, rounds of %.0f s, each VC's policy inside its cells\n\n",
-		gpus, jobs, c.vc.load, 100*c.vc.opp, seeds, c.round)
-	if err := vcsim.WriteTimeShareMarkdown(c.stdout, results); err != nil {
-		return c.fail(err)
-	}
-	return 0
-}
-
-// phillyTrace reports whether --vc-config runs the vcsim comparison on a
+// phillyTrace reports whether --vc-config runs the VC comparison (sim.Compare) on a
 // Philly trace: --trace unset or philly, or a Philly CSV (a *.csv file).
 // Any other --trace (continuous, static, a Gavel or JSON-lines file) runs
 // the VCs in allocator/sim (runVCSim).

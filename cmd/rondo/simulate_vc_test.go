@@ -9,41 +9,75 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rondo-sched/rondo/allocator/round"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
+// TestSimulateVC: --vc-config with a Philly trace runs the comparison
+// (quota-only, cells, private clusters) in the one simulator: the report's
+// tables, and in --json every VC's guaranteed delays under cells equal to
+// its private cluster's (no anomaly), on the 1-type demo cluster and the
+// 3-type one.
 func TestSimulateVC(t *testing.T) {
 	cfg := "../../docs/vc-demo/cluster.hcl"
 	code, out, errOut := runCaptured(t, "simulate", "--vc-config", cfg, "--trace", "philly", "--jobs", "150", "--seeds", "0,1")
-	if code != 0 || !strings.Contains(out, "| intern | 8 |") || !strings.Contains(out, "| cells |") {
+	if code != 0 || !strings.Contains(out, "| intern | 8 |") || !strings.Contains(out, "| cells |") ||
+		!strings.Contains(out, "VC policies prod=fifo,research=fifo,dev=fifo,intern=fifo") {
 		t.Fatalf("code %d, out %q, err %q", code, out, errOut)
 	}
-	dir := t.TempDir()
-	code, out, errOut = runCaptured(t, "simulate", "--vc-config", cfg, "--jobs", "100", "--json", "--out", dir,
-		"--vc-share", "prod=1,intern=1", "--max-duration", "86400", "--vc-gpus", "prod=1|2,intern=8")
-	if code != 0 {
-		t.Fatalf("code %d, err %q", code, errOut)
+	type delay struct {
+		Avg float64 `json:"avg_s"`
+		Max float64 `json:"max_s"`
 	}
 	var got struct {
 		Results []struct {
 			Jobs int `json:"jobs"`
+			GPUs int `json:"gpus"`
 			VCs  []struct {
-				VC        string `json:"vc"`
-				QuotaGPUs int    `json:"quota_gpus"`
-				Cells     int    `json:"cells_anomaly_jobs"`
+				VC           string `json:"vc"`
+				QuotaGPUs    int    `json:"quota_gpus"`
+				Guaranteed   int    `json:"guaranteed_jobs"`
+				CellsAnomaly int    `json:"cells_anomaly_jobs"`
+				PrivateCells delay  `json:"private_cells"`
+				Cells        delay  `json:"cells"`
+				PrivateJCT   delay  `json:"private_cells_jct"`
+				JCT          delay  `json:"cells_jct"`
 			} `json:"vcs"`
+			Cells struct {
+				Utilization float64 `json:"utilization"`
+			} `json:"cells"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Results) != 1 || got.Results[0].Jobs != 100 {
-		t.Fatalf("%v: %s", err, out)
-	}
-	for _, v := range got.Results[0].VCs {
-		if v.Cells != 0 {
-			t.Errorf("cells anomaly: %+v", v)
+	for _, tc := range []struct {
+		cfg  string
+		gpus int
+		args []string
+	}{
+		{cfg, 128, []string{"--vc-share", "prod=1,intern=1", "--vc-gpus", "prod=1|2,intern=8", "--load", "1.2"}},
+		{"../../docs/vc-demo/hetero-cells.hcl", 48, []string{"--load", "1.2"}},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"simulate", "--vc-config", tc.cfg, "--jobs", "120", "--json", "--out", dir, "--max-duration", "86400"}, tc.args...)
+		code, out, errOut = runCaptured(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: code %d, err %q", tc.cfg, code, errOut)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "vc-summary.md")); err != nil {
-		t.Fatal(err)
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Results) != 1 || got.Results[0].Jobs != 120 || got.Results[0].GPUs != tc.gpus {
+			t.Fatalf("%s: %v: %s", tc.cfg, err, out)
+		}
+		waited := false
+		for _, v := range got.Results[0].VCs {
+			if v.CellsAnomaly != 0 || v.Cells != v.PrivateCells || v.JCT != v.PrivateJCT {
+				t.Errorf("%s: cells differ from the private cluster: %+v", tc.cfg, v)
+			}
+			waited = waited || v.Cells.Max > 3600
+		}
+		if !waited || !(got.Results[0].Cells.Utilization > 0) {
+			t.Errorf("%s: no VC waited an hour (the trace does not load the cluster): %s", tc.cfg, out)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "vc-summary.md")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, args := range [][]string{
 		{"--vc-config", cfg, "--seeds", "x"},
@@ -51,6 +85,7 @@ func TestSimulateVC(t *testing.T) {
 		{"--vc-config", cfg, "--vc-gpus", "prod=0"},
 		{"--vc-config", cfg, "--trace", "/nonexistent.csv"},
 		{"--vc-config", "/nonexistent.hcl"},
+		{"--vc-config", "../../docs/vc-demo/hetero-quota.hcl", "--trace", "philly"},
 	} {
 		if code, _, _ := runCaptured(t, append([]string{"simulate"}, args...)...); code != 1 {
 			t.Errorf("%v: code %d", args, code)
@@ -58,19 +93,85 @@ func TestSimulateVC(t *testing.T) {
 	}
 }
 
-func TestSimulateVCTimeSharing(t *testing.T) {
+// TestSimulateVCFlags: the comparison's older flags: --time-sharing is
+// accepted (every run time-shares), --vc-policy overrides a VC's policy
+// (and changes its delays: FIFO and LAS differ on the same trace),
+// --first-fit is accepted with a warning, --opp-policy takes only the
+// agent's opportunistic policy.
+func TestSimulateVCFlags(t *testing.T) {
 	cfg := "../../docs/vc-demo/cluster.hcl"
-	code, out, errOut := runCaptured(t, "simulate", "--vc-config", cfg, "--jobs", "120", "--seeds", "0",
-		"--max-duration", "86400", "--time-sharing", "--vc-policy", "prod=las")
-	if code != 0 || !strings.Contains(out, "| prod | las | 56 |") || !strings.Contains(out, "| research | fifo | 40 |") ||
-		!strings.Contains(out, "0, 0 of 1") {
+	base := []string{"simulate", "--vc-config", cfg, "--jobs", "150", "--seeds", "0", "--max-duration", "86400", "--load", "1.2", "--json"}
+	internAvg := func(extra ...string) float64 {
+		t.Helper()
+		code, out, errOut := runCaptured(t, append(append([]string{}, base...), extra...)...)
+		if code != 0 {
+			t.Fatalf("%v: code %d, err %q", extra, code, errOut)
+		}
+		var got struct {
+			Summary struct {
+				VCs []struct {
+					VC    string `json:"vc"`
+					Cells struct {
+						Avg float64 `json:"avg_s"`
+					}
+				} `json:"vcs"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Summary.VCs[3].VC != "intern" {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return got.Summary.VCs[3].Cells.Avg
+	}
+	fifo := internAvg()
+	if ts := internAvg("--time-sharing"); ts != fifo {
+		t.Errorf("--time-sharing changed the result: %g vs %g", ts, fifo)
+	}
+	// LAS time-shares intern's node: its jobs start sooner.
+	if las := internAvg("--vc-policy", "intern=las"); !(las < fifo/2) {
+		t.Errorf("--vc-policy intern=las: average delay %g s, FIFO %g s", las, fifo)
+	}
+	code, out, errOut := runCaptured(t, "simulate", "--vc-config", cfg, "--jobs", "20", "--vc-policy", "prod=las", "--first-fit",
+		"--opp-policy", rhcl.DefaultVCPolicy)
+	if code != 0 || !strings.Contains(out, "prod=las,research=fifo") || !strings.Contains(errOut, "--first-fit is ignored") {
 		t.Fatalf("code %d, out %q, err %q", code, out, errOut)
 	}
-	for _, bad := range [][]string{{"--vc-policy", "nobody=las"}, {"--vc-policy", "prod=nonsense"}, {"--opp-policy", "nonsense"}} {
+	for _, bad := range [][]string{{"--vc-policy", "nobody=las"}, {"--vc-policy", "prod=nonsense"}, {"--opp-policy", "nonsense"}, {"--opp-policy", "las"}} {
 		args := append([]string{"simulate", "--vc-config", cfg, "--jobs", "20", "--time-sharing"}, bad...)
 		if code, _, _ := runCaptured(t, args...); code == 0 {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+// TestQuotaOnlyConfig: the quota-only baseline of a cells config gives
+// each VC, per GPU type, exactly the GPUs of its quota cells (3-type
+// demo config), and a VC's private cluster is its quota cells.
+func TestQuotaOnlyConfig(t *testing.T) {
+	cfg, diags := rhcl.LoadPath("../../docs/vc-demo/hetero-cells.hcl")
+	if diags.HasErrors() {
+		t.Fatal(rhcl.FormatDiagnostics(diags))
+	}
+	shares, err := round.CellShares(specFromConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := quotaOnlyConfig(cfg, shares)
+	want := map[string]map[string]int{"prod": {"v100": 8, "p100": 8, "k80": 8}, "research": {"v100": 8, "p100": 8}}
+	if !q.QuotaOnly() || len(q.Cells) != 0 || len(q.VCs) != 2 {
+		t.Fatalf("%+v", q)
+	}
+	for _, v := range q.VCs {
+		if !reflect.DeepEqual(v.GPUs, want[v.Name]) || v.Policy != cfg.VCs[0].Policy && v.Name == "prod" {
+			t.Errorf("vc %s: %v (policy %s), want %v", v.Name, v.GPUs, v.Policy, want[v.Name])
+		}
+	}
+	p := privateConfig(cfg, 1)
+	nodes, err := cellNodes(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 2 || nodes[0].GPUs["v100"]+nodes[1].GPUs["v100"] != 8 || nodes[0].GPUs["p100"]+nodes[1].GPUs["p100"] != 8 {
+		t.Errorf("research's private cluster: %+v", nodes)
 	}
 }
 

@@ -1,4 +1,4 @@
-package vcsim
+package sim
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 	"strings"
 )
 
-// Summary aggregates comparisons over seeds: delays are means over seeds of
-// each seed's average (or p95), anomaly counts are totals.
-type Summary struct {
-	Seeds int         `json:"seeds"`
-	VCs   []VCSummary `json:"vcs"`
-	Cells SysSummary  `json:"cells"`
-	Quota SysSummary  `json:"quota"`
+// CompareSummary aggregates comparisons over seeds: delays are means over
+// seeds of each seed's average (or p95), anomaly counts and preemptions
+// are totals.
+type CompareSummary struct {
+	Seeds int           `json:"seeds"`
+	VCs   []VCSummary   `json:"vcs"`
+	Cells SystemSummary `json:"cells"`
+	Quota SystemSummary `json:"quota"`
 }
 
 // VCSummary is one VC over seeds.
@@ -28,16 +29,17 @@ type VCSummary struct {
 	QuotaAnomalySeeds int `json:"quota_anomaly_seeds"`
 }
 
-// SysSummary is one system over seeds (means; preemptions total).
-type SysSummary struct {
+// SystemSummary is one system over seeds (means; counts total).
+type SystemSummary struct {
 	Utilization float64 `json:"utilization"`
 	OppShare    float64 `json:"opportunistic_share"`
 	Preemptions int     `json:"preemptions"`
+	Stops       int     `json:"stops"`
 }
 
-// Summarize aggregates results of the same cluster over seeds.
-func Summarize(rs []*Result) (Summary, error) {
-	s := Summary{Seeds: len(rs)}
+// Summarize aggregates comparisons of the same cluster over seeds.
+func Summarize(rs []*CompareResult) (CompareSummary, error) {
+	s := CompareSummary{Seeds: len(rs)}
 	if len(rs) == 0 {
 		return s, nil
 	}
@@ -48,12 +50,12 @@ func Summarize(rs []*Result) (Summary, error) {
 	}
 	for _, r := range rs {
 		if len(r.VCs) != len(s.VCs) {
-			return s, fmt.Errorf("vcsim: results of different clusters")
+			return s, fmt.Errorf("sim: comparisons of different clusters")
 		}
 		for i, v := range r.VCs {
 			t := &s.VCs[i]
 			if v.VC != t.VC {
-				return s, fmt.Errorf("vcsim: results of different clusters (%s vs %s)", v.VC, t.VC)
+				return s, fmt.Errorf("sim: comparisons of different clusters (%s vs %s)", v.VC, t.VC)
 			}
 			t.Guaranteed += v.Guaranteed
 			add(&t.PrivateCells, v.PrivateCells)
@@ -70,12 +72,13 @@ func Summarize(rs []*Result) (Summary, error) {
 			}
 		}
 		for _, p := range []struct {
-			d *SysSummary
+			d *SystemSummary
 			x System
 		}{{&s.Cells, r.Cells}, {&s.Quota, r.Quota}} {
 			p.d.Utilization += p.x.Utilization / n
 			p.d.OppShare += p.x.OppShare / n
 			p.d.Preemptions += p.x.Preemptions
+			p.d.Stops += p.x.Stops
 		}
 	}
 	return s, nil
@@ -85,7 +88,7 @@ func hours(s float64) string { return fmt.Sprintf("%.2f", s/3600) }
 
 // WriteMarkdown prints the summary as two Markdown tables: per VC, then per
 // system. Delays are in hours.
-func WriteMarkdown(w io.Writer, s Summary) error {
+func WriteMarkdown(w io.Writer, s CompareSummary) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| VC | quota GPUs | guaranteed jobs | private, cells logic: avg / p95 (h) | cells: avg / p95 (h) | cells anomalies: jobs, seeds | private, quota logic: avg / p95 (h) | quota-only: avg / p95 (h) | quota-only anomalies: jobs, seeds |\n")
 	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -97,9 +100,9 @@ func WriteMarkdown(w io.Writer, s Summary) error {
 			hours(v.PrivateQuota.Avg), hours(v.PrivateQuota.P95),
 			hours(v.Quota.Avg), hours(v.Quota.P95), v.QuotaAnomalyJobs, v.QuotaAnomalySeeds, s.Seeds)
 	}
-	fmt.Fprintf(&b, "\n| system | GPU utilization (arrival window) | opportunistic share of GPU time | preemptions |\n|---|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| quota-only | %.3f | %.3f | %d |\n", s.Quota.Utilization, s.Quota.OppShare, s.Quota.Preemptions)
-	fmt.Fprintf(&b, "| cells | %.3f | %.3f | %d |\n", s.Cells.Utilization, s.Cells.OppShare, s.Cells.Preemptions)
+	fmt.Fprintf(&b, "\n| system | GPU utilization (arrival window) | opportunistic share of GPU time | preemptions (opportunistic, for guaranteed work) | jobs stopped (all plans) |\n|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| quota-only | %.3f | %.3f | %d | %d |\n", s.Quota.Utilization, s.Quota.OppShare, s.Quota.Preemptions, s.Quota.Stops)
+	fmt.Fprintf(&b, "| cells | %.3f | %.3f | %d | %d |\n", s.Cells.Utilization, s.Cells.OppShare, s.Cells.Preemptions, s.Cells.Stops)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
