@@ -11,22 +11,30 @@ package ledger
 
 // Ledger holds the accounts. It is not safe for concurrent use.
 type Ledger struct {
-	jobs  map[string]map[string]float64
-	pairs map[string]map[string]float64
+	jobs  map[string]Account
+	pairs map[string]Account
 }
+
+// Account is one job's or pair's received time, seconds per GPU type.
+type Account map[string]float64
+
+// Credit records seconds run on a GPU of type typ. A backend that holds a
+// job's account credits it directly (one map access, not two: the
+// simulator credits every micro-task).
+func (a Account) Credit(typ string, seconds float64) { a[typ] += seconds }
 
 // New makes an empty ledger.
 func New() *Ledger {
-	return &Ledger{jobs: map[string]map[string]float64{}, pairs: map[string]map[string]float64{}}
+	return &Ledger{jobs: map[string]Account{}, pairs: map[string]Account{}}
 }
 
 // Job is a job's account, seconds per GPU type, created empty on first
 // use. The map is live (later credits show in it): a snapshot may hold it,
 // but only the ledger writes it.
-func (l *Ledger) Job(id string) map[string]float64 {
+func (l *Ledger) Job(id string) Account {
 	m := l.jobs[id]
 	if m == nil {
-		m = map[string]float64{}
+		m = Account{}
 		l.jobs[id] = m
 	}
 	return m
@@ -34,12 +42,12 @@ func (l *Ledger) Job(id string) map[string]float64 {
 
 // Credit records that the job ran alone for seconds on a GPU of type typ.
 func (l *Ledger) Credit(id, typ string, seconds float64) {
-	l.Job(id)[typ] += seconds
+	l.Job(id).Credit(typ, seconds)
 }
 
 // Pair is a colocated pair's account (keyed by engine.UnitKey of its two
 // jobs), nil until the pair first ran.
-func (l *Ledger) Pair(key string) map[string]float64 { return l.pairs[key] }
+func (l *Ledger) Pair(key string) Account { return l.pairs[key] }
 
 // CreditPair records that the pair ran together for seconds on a GPU of
 // type typ; opened is true when this is the pair's first run (its account
@@ -47,7 +55,7 @@ func (l *Ledger) Pair(key string) map[string]float64 { return l.pairs[key] }
 func (l *Ledger) CreditPair(key, typ string, seconds float64) (opened bool) {
 	m := l.pairs[key]
 	if m == nil {
-		m = map[string]float64{}
+		m = Account{}
 		l.pairs[key] = m
 		opened = true
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/faults"
+	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -111,7 +112,7 @@ func TestFaultCutsOneJob(t *testing.T) {
 			if s.now != 100 {
 				t.Errorf("the round after the cut starts at %v, want 100 (the cut ends the round)", s.now)
 			}
-			if want := total - math.Floor(tput*70); js.remaining != want || !reflect.DeepEqual(js.received, map[string]float64{"v100": 100}) {
+			if want := total - math.Floor(tput*70); js.remaining != want || !reflect.DeepEqual(js.received, ledger.Account{"v100": 100}) {
 				t.Errorf("after the cut: remaining %v (want %v), received %v (want v100: 100)", js.remaining, want, js.received)
 			}
 			if m.gpus[0] != "v100-1" || s.recomputes != r0+1 {
@@ -177,7 +178,7 @@ func TestFaultReplacesAndReuses(t *testing.T) {
 			if !failed["v100-0"] || s.now < 100 || s.now >= 2000 {
 				t.Fatalf("t=%v: v100-0 failed=%v", s.now, failed["v100-0"])
 			}
-			if !reflect.DeepEqual(victim.received, map[string]float64{"v100": 100}) || victim.done || victim.remaining <= 0 {
+			if !reflect.DeepEqual(victim.received, ledger.Account{"v100": 100}) || victim.done || victim.remaining <= 0 {
 				t.Errorf("cut job: received %v (want v100: 100), remaining %v", victim.received, victim.remaining)
 			}
 			placed := false

@@ -331,7 +331,7 @@ func (s *simulator) complete() {
 				continue
 			}
 			if len(m.jobs) == 1 {
-				s.led.Credit(js.id, m.typ, credited)
+				js.received.Credit(m.typ, credited)
 			}
 			price := s.o.Cluster.PricePerHourUS[m.typ]
 			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1, len(m.gpus)))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/faults"
+	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -157,7 +158,7 @@ type jobState struct {
 	id        string
 	tput      map[string]float64
 	remaining float64
-	received  map[string]float64
+	received  ledger.Account // the ledger's account of the job
 	started   float64
 	ran       bool
 	finish    float64
