@@ -21,6 +21,14 @@ const (
 	shareTolerance = 0.05
 )
 
+// shareConfig: one engine for the whole cluster, no cells, so that the
+// policy's X is over the cluster's GPUs.
+const shareConfig = `round_seconds = %d
+vc "research" {
+  policy = "max_min_fairness_perf"
+}
+`
+
 // testTimeShares runs six jobs of different models (none finishes) on the
 // 2 V100 + 2 K80 cluster under one max-min fairness engine and compares
 // the time each received per type over 50 rounds with the policy's X (both
@@ -41,7 +49,7 @@ func testTimeShares(s *stack) {
 	models := []string{"ResNet-18 (batch size 64)", "LM (batch size 20)", "Transformer (batch size 64)", "CycleGAN",
 		"Recommendation (batch size 2048)", "Recommendation (batch size 1024)"}
 	cfg := filepath.Join(t.TempDir(), "shares.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(fidelityConfig, shareRoundS)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(shareConfig, shareRoundS)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	saved := s.cfgPath
