@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -427,42 +428,16 @@ func (c *simulateCmd) phillyTrace() bool {
 }
 
 // vcCapacity is what each VC may hold, in GPUs per GPU type: its gpus
-// share (quota-only), or its quota and pinned cells (cells).
-func vcCapacity(cfg *rhcl.Config) map[string]map[string]int {
+// share (quota-only), or its quota and pinned cells (round.CellShares).
+func vcCapacity(cfg *rhcl.Config) (map[string]map[string]int, error) {
+	if !cfg.QuotaOnly() {
+		return round.CellShares(specFromConfig(cfg))
+	}
 	out := map[string]map[string]int{}
-	cellOf := map[string]rhcl.Cell{}
-	for _, c := range cfg.Cells {
-		cellOf[c.Name] = c
-	}
 	for _, v := range cfg.VCs {
-		m := map[string]int{}
-		for t, n := range v.GPUs {
-			m[t] += n
-		}
-		for _, q := range v.Quota {
-			m[cfgLeafType(cfg, q.Type)] += q.Count * cfgGPUs(cfg, q.Type)
-		}
-		for _, p := range v.Pinned {
-			if c, ok := cellOf[p]; ok {
-				m[cfgLeafType(cfg, c.Type)] += cfgGPUs(cfg, c.Type)
-			}
-		}
-		out[v.Name] = m
+		out[v.Name] = maps.Clone(v.GPUs)
 	}
-	return out
-}
-
-// cfgLeafType is the GPU type at the bottom of a cell type's chain.
-func cfgLeafType(cfg *rhcl.Config, typ string) string {
-	byName := map[string]rhcl.CellType{}
-	for _, t := range cfg.CellTypes {
-		byName[t.Name] = t
-	}
-	t := byName[typ]
-	for seen := 0; t.Child != "" && seen <= len(byName); seen++ {
-		t = byName[t.Child]
-	}
-	return t.GPUType
+	return out, nil
 }
 
 // cellNodes is the cluster a config of cells describes: one node per
@@ -612,7 +587,10 @@ func (c *simulateCmd) runVCSim() int {
 		Throughputs: tb, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
 	}
-	capacity := vcCapacity(cfg)
+	capacity, err := vcCapacity(cfg)
+	if err != nil {
+		return c.fail(err)
+	}
 	switch {
 	case cfg.QuotaOnly():
 		o.Engine.Policy = "quota-only VCs"
