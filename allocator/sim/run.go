@@ -296,7 +296,7 @@ func (s *simulator) Observe() (*engine.Snapshot, error) {
 	if len(s.active) == 0 {
 		return nil, nil
 	}
-	return s.vcSnapshot(s.snapshot()), nil
+	return s.snapshot(), nil
 }
 
 // Enforce runs the plan's units for one round (micro-tasks), or under the
@@ -405,11 +405,21 @@ func (s *simulator) pairKeys(a, b *jobState) map[string][2]float64 {
 
 func (s *simulator) snapshot() *engine.Snapshot {
 	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev}
+	vc := s.o.Decider != nil // VC mode: the nodes, each job's VC and class (vc.go)
+	if vc {
+		snap.Nodes = s.nodes
+	}
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
 			Started: js.ran, Measured: js.measured}
 		js.measured = nil // reported once
+		if vc {
+			j.VC = js.tj.VC
+			if js.tj.Opportunistic {
+				j.Class = engine.Opportunistic
+			}
+		}
 		if js.tj.SLOFactor > 0 {
 			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
 		}
@@ -462,10 +472,7 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 		s.solveMS = append(s.solveMS, plan.SolveMS)
 	}
 	n := len(s.active)
-	round := s.o.Engine.RoundS
-	if round == 0 {
-		round = 360
-	}
+	round := s.roundS()
 	// The plan's intents follow its assignments job by job: whether a job
 	// keeps its GPUs is the round's decision, not re-derived here.
 	intents := plan.Intents

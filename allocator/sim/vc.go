@@ -95,24 +95,6 @@ func (s *simulator) buildNodes() error {
 // packing single engine (the per-VC deciders place jobs alone).
 func (s *simulator) packs() bool { return s.eng != nil && s.eng.Packing() }
 
-// vcSnapshot adds, in VC mode, the nodes and each job's VC and class.
-func (s *simulator) vcSnapshot(snap *engine.Snapshot) *engine.Snapshot {
-	if snap == nil || s.o.Decider == nil {
-		return snap
-	}
-	snap.Nodes = s.nodes
-	for i := range snap.Jobs {
-		j := &snap.Jobs[i]
-		if js := s.byIDs[j.ID]; js != nil {
-			j.VC = js.tj.VC
-			if js.tj.Opportunistic {
-				j.Class = engine.Opportunistic
-			}
-		}
-	}
-	return snap
-}
-
 // vcIntents counts, in VC mode, the jobs each plan stops (suspend, preempt,
 // migrate) per VC (guaranteed jobs) and for the opportunistic class.
 func (s *simulator) vcIntents(plan *engine.Plan) {
