@@ -107,9 +107,6 @@ func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 // suspension, a preemption or the first half of a migration.
 func (i Intent) Stops() bool { return i == IntentSuspend || i == IntentPreempt || i == IntentMigrate }
 
-// Starts reports whether the job (re)starts on GPUs it did not hold.
-func (i Intent) Starts() bool { return i == IntentAdmit || i == IntentResume || i == IntentMigrate }
-
 // Annotate fills p.Intents from the snapshot the plan was made on: one
 // intent per job of each assignment, in assignment order, then one per
 // suspended job, in p.Suspend order. preempted names opportunistic jobs

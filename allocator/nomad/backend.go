@@ -83,13 +83,6 @@ type Config struct {
 	Pools []string
 }
 
-// NodeInfo is a Nomad node as the last Observe listed it.
-type NodeInfo struct {
-	ID, Name, Pool, Class string
-	// Ready: ready, eligible and in a GPU pool (its GPUs are observed).
-	Ready bool
-}
-
 // jobState is what the backend remembers about a job between rounds.
 type jobState struct {
 	arrivalS  float64
@@ -130,7 +123,7 @@ type Backend struct {
 	gpuTyp map[string]string // GPU id -> type
 	nodes  map[string]string // node id -> name
 	pools  map[string]string // node id -> pool (observed GPU nodes)
-	listed []NodeInfo        // every node of the last Observe, by name
+	listed []engine.Node     // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
 	warned map[string]bool
 	// finished: jobs whose "finished" line was logged, while Nomad lists them
 	// (their state is dropped, so without it the line repeats every round).
@@ -239,7 +232,7 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.listed = b.listed[:0]
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
-		b.listed = append(b.listed, NodeInfo{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
+		b.listed = append(b.listed, engine.Node{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
 		if !ready {
 			continue
 		}
@@ -359,10 +352,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		}
 	}
 	specs := b.readJobs(ids)
-	snap := &engine.Snapshot{TimeS: now, GPUs: gpus}
-	for _, n := range b.listed {
-		snap.Nodes = append(snap.Nodes, engine.Node{ID: n.ID, Name: n.Name, Pool: n.Pool, Class: n.Class, Ready: n.Ready})
-	}
+	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
 	seen := map[string]bool{}
 	for _, s := range stubs {
 		if !schedulable(s) {
@@ -694,11 +684,4 @@ func (b *Backend) SetPools(pools []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg.Pools = pools
-}
-
-// Nodes lists every node the last Observe saw, by name, with pool and class.
-func (b *Backend) Nodes() []NodeInfo {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.listed)
 }
