@@ -221,7 +221,17 @@ func TestFailuresOnNomad(t *testing.T) {
 		t.Errorf("no round after %d recomputed the allocation", roundAtKill)
 	}
 
-	// Server restart. Jobs running now should run through it untouched.
+	// Server restart, between rounds: a round still waiting for its
+	// starts and stops when the server goes away waits the outage out (or
+	// times out waiting) instead of failing to observe Nomad. Three jobs
+	// on two GPUs rotate every round, so wait until a round's enforcement
+	// is over: the state is saved once more after the round's record.
+	settled := s.status(a).Round
+	s.waitFor(30*time.Second, "a round enforced after the recompute", func() (bool, error) {
+		st := s.status(a)
+		return st.Round > settled && st.StateSavedAt.After(st.LastRound), nil
+	})
+	// Jobs running now should run through the restart untouched.
 	pre := s.status(a)
 	running := map[string]string{}
 	for _, id := range ids {
