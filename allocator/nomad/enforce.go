@@ -198,12 +198,20 @@ func (b *Backend) waitAllocs(what string, pending int, done func(allocsByJob) bo
 	})
 }
 
+// waitUntil polls f until it holds, the backend is stopped, or AckTimeout
+// passes. A timeout wraps the last error f returned during the wait, even
+// if later polls succeeded: a Nomad outage that made the wait time out
+// stays visible to state.Transient, so the next round recomputes.
 func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 	deadline := time.Now().Add(b.cfg.AckTimeout)
+	var seen error
 	for {
 		ok, err := f()
 		if ok {
 			return nil
+		}
+		if err != nil {
+			seen = err
 		}
 		select {
 		case <-b.cfg.Done:
@@ -213,6 +221,9 @@ func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 		if time.Now().After(deadline) {
 			if err != nil {
 				return fmt.Errorf("nomad: waiting for %s: %w", what, err)
+			}
+			if seen != nil {
+				return fmt.Errorf("nomad: timed out after %v waiting for %s (Nomad failed during the wait: %w)", b.cfg.AckTimeout, what, seen)
 			}
 			return fmt.Errorf("nomad: timed out after %v waiting for %s", b.cfg.AckTimeout, what)
 		}
