@@ -15,7 +15,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
 	"github.com/rondo-sched/rondo/allocator/round"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 )
 
 // fakeBackend: two GPUs, three jobs; it records the plans.
@@ -236,7 +235,7 @@ func TestStatusXUnderVCEngines(t *testing.T) {
 		Cells: []cells.TopCell{{Name: "top", Type: "v100-node"}},
 		VCs:   []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "v100-node", Count: 1}}}},
 	}
-	d, err := vcnomad.New(vcnomad.Config{Spec: sp, NodeOfCell: map[string]string{"top": "n"},
+	d, err := round.NewCells(round.CellsConfig{Spec: sp, NodeOfCell: map[string]string{"top": "n"},
 		Policies: []string{"max_min_fairness_perf"}, RoundS: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
-	"github.com/rondo-sched/rondo/allocator/vcround"
 	"github.com/rondo-sched/rondo/policies"
 )
 
@@ -14,7 +13,7 @@ import (
 // never run). Both VC deciders (cells, quota-only) keep their history,
 // reset and allocations through it.
 type Engines struct {
-	VCs []vcround.VC
+	VCs []VC
 	Opp *engine.Engine
 }
 
@@ -47,7 +46,7 @@ func NewEnginesFrom(names []string, cfgs []engine.Config, opp *engine.Config) (*
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", n, err)
 		}
-		d.VCs = append(d.VCs, vcround.VC{Name: n, Engine: e})
+		d.VCs = append(d.VCs, VC{Name: n, Engine: e})
 	}
 	if opp != nil {
 		e, err := engine.New(*opp)
@@ -133,7 +132,8 @@ type history struct {
 }
 
 // historyKind names the per-VC engines' history in the agent's state (the
-// name predates the quota-only decider; both write it).
+// name predates the quota-only decider and the package merge; every per-VC
+// decider writes it, and agents' saved states keep reading).
 const historyKind = "vcnomad"
 
 // MarshalHistory saves every VC engine's history (engine.History), so that

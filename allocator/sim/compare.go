@@ -11,7 +11,7 @@ import (
 
 // The VC comparison (docs/virtual-clusters.md): the same jobs on
 // (a) quota-only VCs (each VC's quota as a share in GPUs per type over the
-// whole cluster, round.Quota), (b) VCs of cells (vcnomad), and, for each
+// whole cluster, round.Quota), (b) VCs of cells (round.Cells), and, for each
 // VC, its guaranteed jobs alone on a private cluster made of its quota
 // under each logic. Every run is this simulator in VC mode with rounds on
 // a fixed grid (Options.RoundGrid), so that a VC's rounds fall at the same

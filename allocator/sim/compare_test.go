@@ -11,7 +11,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -35,7 +34,7 @@ func nodesSpec(nodes int, quotas ...any) cells.Spec {
 
 // setups builds the comparison's systems from a spec of whole-node top
 // cells, as the CLI does from a config: one node per top cell, named by
-// it; the cells decider (vcnomad) and the quota-only one (round.Quota on
+// it; the cells decider (round.Cells) and the quota-only one (round.Quota on
 // round.CellShares), every VC under policy.
 func setups(t *testing.T, spec cells.Spec, policy string) CompareOptions {
 	t.Helper()
@@ -45,10 +44,10 @@ func setups(t *testing.T, spec cells.Spec, policy string) CompareOptions {
 	}
 	mk := func(spec cells.Spec) (func() (Setup, error), func() (Setup, error)) {
 		var nodes []Node
-		var sels []vcnomad.Selector
+		var sels []round.Selector
 		for _, c := range spec.Cells {
 			nodes = append(nodes, Node{Name: c.Name, GPUs: map[string]int{"v100": 8}})
-			sels = append(sels, vcnomad.Selector{Cell: c.Name, Nodes: []string{c.Name}})
+			sels = append(sels, round.Selector{Cell: c.Name, Nodes: []string{c.Name}})
 		}
 		var pols []string
 		var qs []round.QuotaVC
@@ -57,7 +56,7 @@ func setups(t *testing.T, spec cells.Spec, policy string) CompareOptions {
 			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: policy, GPUs: shares[v.Name]})
 		}
 		cellsSetup := func() (Setup, error) {
-			d, err := vcnomad.New(vcnomad.Config{Spec: spec, Selectors: sels, Policies: pols, OppPolicy: rhcl.DefaultVCPolicy, RoundS: 360})
+			d, err := round.NewCells(round.CellsConfig{Spec: spec, Selectors: sels, Policies: pols, OppPolicy: rhcl.DefaultVCPolicy, RoundS: 360})
 			return Setup{Nodes: nodes, Decider: d}, err
 		}
 		quotaSetup := func() (Setup, error) {

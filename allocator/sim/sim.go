@@ -129,7 +129,7 @@ type Options struct {
 	// name them (faults.ByNode: node:<name>, gpu:<name>:<i>).
 	Nodes []Node
 	// Decider, when set, decides every round instead of one engine of
-	// Engine.Policy (VC mode, vc.go: round.Quota or vcnomad.Decider, built
+	// Engine.Policy (VC mode, vc.go: round.Quota or round.Cells, built
 	// as the agent builds them); Engine.RoundS is still the round length
 	// and Engine.Policy only names the run. Each job's VC and class come
 	// from the trace (trace.Job.VC, Opportunistic). Not with Ideal.

@@ -9,7 +9,7 @@ import (
 )
 
 // VC mode (Options.Decider, usually with Options.Nodes): the rounds are
-// decided by the agent's per-VC deciders (round.Quota, vcnomad.Decider) on
+// decided by the agent's per-VC deciders (round.Quota, round.Cells) on
 // an explicit cluster of named nodes, with each job's VC and class from
 // the trace. The time model and metrics are the plain simulator's; the
 // result adds per-VC metrics (vcResult).

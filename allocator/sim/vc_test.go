@@ -8,7 +8,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/trace"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -135,7 +134,7 @@ func checkVCCounts(t *testing.T, res *Result, jobs []trace.Job) {
 // cellsSetup loads the 3-type cells config of the docs and lays out its
 // nodes (one per node-level cell, named by nomad_node) and the decider,
 // as the agent builds it (cmd/rondo vcDecider: selectors by node name).
-func cellsSetup(t *testing.T) (*rhcl.Config, []Node, *vcnomad.Decider) {
+func cellsSetup(t *testing.T) (*rhcl.Config, []Node, *round.Cells) {
 	t.Helper()
 	cfg, diags := rhcl.LoadPath("../../docs/vc-demo/hetero-cells.hcl")
 	if diags.HasErrors() {
@@ -148,16 +147,16 @@ func cellsSetup(t *testing.T) (*rhcl.Config, []Node, *vcnomad.Decider) {
 		}
 	}
 	var nodes []Node
-	var sels []vcnomad.Selector
+	var sels []round.Selector
 	for _, c := range cfg.Cells {
 		nodes = append(nodes, Node{Name: c.NomadNode, GPUs: map[string]int{leaf[c.Type]: 8}})
-		sels = append(sels, vcnomad.Selector{Cell: c.Name, Nodes: []string{c.NomadNode}})
+		sels = append(sels, round.Selector{Cell: c.Name, Nodes: []string{c.NomadNode}})
 	}
 	var pols []string
 	for _, v := range cfg.VCs {
 		pols = append(pols, v.Policy)
 	}
-	dec, err := vcnomad.New(vcnomad.Config{Spec: cfg.CellSpec(), Selectors: sels, Policies: pols,
+	dec, err := round.NewCells(round.CellsConfig{Spec: cfg.CellSpec(), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: 360})
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +166,7 @@ func cellsSetup(t *testing.T) (*rhcl.Config, []Node, *vcnomad.Decider) {
 
 // TestVCCellsHetero: VCs of cells on 3 types (two 8-GPU nodes each;
 // prod's quota one node of each type, research's one v100 and one p100
-// node) through vcnomad: every job finishes, and in every round a VC's
+// node) through round.Cells: every job finishes, and in every round a VC's
 // guaranteed jobs lie on at most as many nodes of a type as its quota has
 // node cells of that type (none for research's k80), never on a node
 // where the other VC's guaranteed jobs run.

@@ -40,7 +40,7 @@ type State struct {
 	// suspended jobs got.
 	Progress map[string]float64 `json:"progress,omitempty"`
 	// Engine is the decider's history between rounds (engine.History as
-	// JSON, or the per-VC engines' under vcnomad): the received-time
+	// JSON, or the per-VC engines' under the per-VC deciders of allocator/round): the received-time
 	// baselines of the last recompute, deficits, the allocation in force,
 	// finish-time fairness's isolated time. Absent in states written before
 	// it existed; a restarted agent then starts its engine fresh.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/round"
-	"github.com/rondo-sched/rondo/allocator/vcnomad"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -16,7 +15,7 @@ import (
 // no cells), per-VC engines each on at most its share of the cluster
 // (round.Quota); with cells and VCs, per-VC engines (each VC's policy) over
 // the cell layer, cells mapped to nodes by nomad_node(s) or by node
-// pool/class (vcnomad). Opportunistic jobs run under the default VC policy
+// pool/class (round.Cells). Opportunistic jobs run under the default VC policy
 // on what the VCs leave free. Each engine gets its VC's entities; reset:
 // every engine recomputes at its first round (a reload). Nil, without
 // error, when the config declares neither: one engine for the whole
@@ -40,9 +39,9 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	if len(cfg.Cells) == 0 || len(cfg.VCs) == 0 {
 		return nil, nil
 	}
-	var sels []vcnomad.Selector
+	var sels []round.Selector
 	for _, c := range cfg.Cells {
-		sel := vcnomad.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
+		sel := round.Selector{Cell: c.Name, Nodes: c.NomadNodes, Pool: c.NodePool, Class: c.NodeClass}
 		if c.NomadNode != "" {
 			sel.Nodes = []string{c.NomadNode}
 		}
@@ -56,7 +55,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		}
 		pols = append(pols, p)
 	}
-	v, err := vcnomad.New(vcnomad.Config{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
+	v, err := round.NewCells(round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn})
 	if err != nil {
 		return nil, err

@@ -176,7 +176,7 @@ func TestQuotaOnlyConfig(t *testing.T) {
 }
 
 // TestSimulateVCSim: --vc-config with a Gavel trace runs the VCs in the
-// simulator through the agent's deciders (cells: vcnomad; quota-only:
+// simulator through the agent's deciders (cells: round.Cells; quota-only:
 // round.Quota): every job finishes, the JSON carries the per-VC metrics
 // (each VC's guaranteed jobs and the opportunistic ones), and --faults
 // names nodes (nomad_node, or <type>-s<i> for quota-only clusters).

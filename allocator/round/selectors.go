@@ -1,4 +1,4 @@
-package vcnomad
+package round
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ type Selector struct {
 // stays bound while it is listed with the selector's pool and class, ready
 // or not (its GPUs are then missing: bad leaves), so a node going down
 // never shifts the other nodes to other cells.
-func (d *Decider) resolve(listed []engine.Node) map[string]string {
+func (d *Cells) resolve(listed []engine.Node) map[string]string {
 	out := map[string]string{}
 	nodes := slices.Clone(listed)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

@@ -1,4 +1,4 @@
-package vcnomad
+package round
 
 import (
 	"strings"
@@ -28,7 +28,7 @@ func TestSelectors(t *testing.T) {
 		{Name: "e2", Pool: "east", Ready: true}, {Name: "w1", Pool: "rondo", Class: "dgx", Ready: true},
 		{Name: "w0", Pool: "rondo", Class: "dgx", Ready: true},
 	}
-	d, err := New(Config{Spec: selectorSpec(), Policies: []string{"max_min_fairness_perf"}, RoundS: 10,
+	d, err := NewCells(CellsConfig{Spec: selectorSpec(), Policies: []string{"max_min_fairness_perf"}, RoundS: 10,
 		Selectors: []Selector{{Cell: "east", Pool: "east"}, {Cell: "named", Nodes: []string{"w0"}},
 			{Cell: "dgx", Class: "dgx"}, {Cell: "ghost", Pool: "east", Class: "dgx"}},
 		Warn: func(msg string, args ...any) { warnings = append(warnings, msg) }})

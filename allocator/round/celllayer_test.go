@@ -1,4 +1,4 @@
-package vcround
+package round
 
 import (
 	"fmt"
@@ -48,14 +48,14 @@ func privateSpec(s cells.Spec, v int) cells.Spec {
 }
 
 type simJob struct {
-	Job
+	CellJob
 	doneS, startS float64
 }
 
 // run simulates rounds of roundS on a round grid from 0: arrivals join at
 // the next boundary, a job in the plan runs for the round (1 step/s).
 // It returns each VC's plans (nil entries kept) and the jobs' outcomes.
-func run(t *testing.T, spec cells.Spec, policies []string, oppPolicy string, jobs []Job) ([][]*engine.Plan, map[string]*simJob) {
+func run(t *testing.T, spec cells.Spec, policies []string, oppPolicy string, jobs []CellJob) ([][]*engine.Plan, map[string]*simJob) {
 	t.Helper()
 	a, err := cells.New(spec)
 	if err != nil {
@@ -76,26 +76,26 @@ func run(t *testing.T, spec cells.Spec, policies []string, oppPolicy string, job
 			t.Fatal(err)
 		}
 	}
-	s, err := New(a, vcs, opp)
+	s, err := NewCellLayer(a, vcs, opp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]*simJob{}
 	var order []*simJob
 	for _, j := range jobs {
-		sj := &simJob{Job: j, doneS: -1, startS: -1}
+		sj := &simJob{CellJob: j, doneS: -1, startS: -1}
 		out[j.ID] = sj
 		order = append(order, sj)
 	}
 	plans := make([][]*engine.Plan, len(vcs))
 	for now := 0.0; ; now += roundS {
-		var snap Snapshot
+		var snap CellSnapshot
 		left := false
 		for _, j := range order {
 			if j.doneS < 0 {
 				left = true
 				if j.ArrivalS <= now {
-					snap.Jobs = append(snap.Jobs, j.Job)
+					snap.Jobs = append(snap.Jobs, j.CellJob)
 				}
 			}
 		}
@@ -138,7 +138,7 @@ func run(t *testing.T, spec cells.Spec, policies []string, oppPolicy string, job
 
 // checkPlan: no GPU twice, each assignment is its gang, guaranteed gangs in
 // their VC's GPUs' count, allocator invariants.
-func checkPlan(t *testing.T, a *cells.Allocator, res *Result) {
+func checkPlan(t *testing.T, a *cells.Allocator, res *CellResult) {
 	t.Helper()
 	seen := map[string]string{}
 	for _, as := range res.Plan.Assignments {
@@ -158,14 +158,14 @@ func checkPlan(t *testing.T, a *cells.Allocator, res *Result) {
 	}
 }
 
-func randomJobs(rng *rand.Rand, spec cells.Spec, n int, opp bool) []Job {
-	var out []Job
+func randomJobs(rng *rand.Rand, spec cells.Spec, n int, opp bool) []CellJob {
+	var out []CellJob
 	at := 0.0
 	for i := 0; i < n; i++ {
 		at += float64(rng.Intn(4 * roundS))
 		sf := []int{1, 1, 1, 2, 4, 8}[rng.Intn(6)]
 		steps := float64(roundS * (1 + rng.Intn(12)))
-		j := Job{Job: engine.Job{ID: fmt.Sprint(i), ScaleFactor: sf, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+		j := CellJob{Job: engine.Job{ID: fmt.Sprint(i), ScaleFactor: sf, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			ArrivalS: at, TotalSteps: steps, RemainingSteps: steps}, VC: spec.VCs[rng.Intn(len(spec.VCs))].Name}
 		if opp && rng.Intn(3) == 0 {
 			j.Opportunistic = true
@@ -190,7 +190,7 @@ func TestNoSharingAnomaly(t *testing.T) {
 		jobs := randomJobs(rng, spec, 60, true)
 		shared, out := run(t, spec, policies, "max_min_fairness_perf", jobs)
 		for v, vc := range spec.VCs {
-			var own []Job
+			var own []CellJob
 			for _, j := range jobs {
 				if j.VC == vc.Name && !j.Opportunistic {
 					own = append(own, j)
@@ -239,9 +239,9 @@ func compact(ps []*engine.Plan) []string {
 func TestPolicyChangesOrder(t *testing.T) {
 	spec := cells.Spec{Types: v100Types(), Cells: []cells.TopCell{{Name: "n0", Type: "v100-node"}},
 		VCs: []cells.VC{{Name: "x", Quota: []cells.Quota{{Type: "v100-pair", Count: 1}}}, {Name: "y", Quota: []cells.Quota{{Type: "v100-pair", Count: 3}}}}}
-	var jobs []Job
+	var jobs []CellJob
 	for i := 0; i < 3; i++ {
-		jobs = append(jobs, Job{Job: engine.Job{ID: fmt.Sprint(i), ScaleFactor: 2, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+		jobs = append(jobs, CellJob{Job: engine.Job{ID: fmt.Sprint(i), ScaleFactor: 2, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			ArrivalS: float64(i), TotalSteps: 3 * roundS, RemainingSteps: 3 * roundS}, VC: "x"})
 	}
 	_, fifo := run(t, spec, []string{"fifo", "fifo"}, "", jobs)
@@ -260,10 +260,10 @@ func TestNewChecksEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, _ := engine.New(engine.Config{Policy: "fifo"})
-	if _, err := New(a, []VC{{Name: "a", Engine: e}}, nil); err == nil {
+	if _, err := NewCellLayer(a, []VC{{Name: "a", Engine: e}}, nil); err == nil {
 		t.Fatal("one engine for three VCs accepted")
 	}
-	if _, err := New(a, []VC{{Name: "a", Engine: e}, {Name: "c", Engine: e}, {Name: "b", Engine: e}}, nil); err == nil {
+	if _, err := NewCellLayer(a, []VC{{Name: "a", Engine: e}, {Name: "c", Engine: e}, {Name: "b", Engine: e}}, nil); err == nil {
 		t.Fatal("engines out of order accepted")
 	}
 }
@@ -282,9 +282,9 @@ func TestCellsHonourEngineType(t *testing.T) {
 		Cells: []cells.TopCell{{Name: "a", Type: "v100-node"}, {Name: "b", Type: "k80-node"}},
 		VCs:   []cells.VC{{Name: "research", Quota: []cells.Quota{{Type: "k80-node", Count: 1}, {Type: "v100-node", Count: 1}}}},
 	}
-	var jobs []Job
+	var jobs []CellJob
 	for i := 0; i < 6; i++ {
-		jobs = append(jobs, Job{Job: engine.Job{ID: fmt.Sprint("r", i), ScaleFactor: 1, Throughput: map[string]float64{"v100": 4, "k80": 1}, Weight: 1,
+		jobs = append(jobs, CellJob{Job: engine.Job{ID: fmt.Sprint("r", i), ScaleFactor: 1, Throughput: map[string]float64{"v100": 4, "k80": 1}, Weight: 1,
 			TotalSteps: 12 * roundS, RemainingSteps: 12 * roundS}, VC: "research"})
 	}
 	_, out := run(t, spec, []string{"max_min_fairness_perf"}, "", jobs)

@@ -1,4 +1,4 @@
-package vcnomad
+package round
 
 import (
 	"slices"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
-	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/policies"
 )
 
@@ -22,7 +21,7 @@ func spec() cells.Spec {
 func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
 		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}, "x": {vc: "nowhere"}}
-	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+	d, err := NewCells(CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +82,7 @@ func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 	}
 	// A restarted agent: fresh cell state, jobs running in Nomad. Whatever
 	// lands on the same GPUs is kept; running jobs left out are suspended.
-	d2, _ := New(d.cfg)
+	d2, _ := NewCells(d.cfg)
 	p3, err := d2.Round(s)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +100,7 @@ func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 
 func TestMissingGPUsAreBad(t *testing.T) {
 	var warned []string
-	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+	d, err := NewCells(CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, RoundS: 10,
 		Warn: func(msg string, _ ...any) { warned = append(warned, msg) }})
 	if err != nil {
@@ -132,8 +131,8 @@ func TestMissingGPUsAreBad(t *testing.T) {
 func TestHistoryRoundTrip(t *testing.T) {
 	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
 		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}}
-	mk := func() *Decider {
-		d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+	mk := func() *Cells {
+		d, err := NewCells(CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 			Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 		if err != nil {
 			t.Fatal(err)
@@ -197,7 +196,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 func TestPlanCarriesEveryEnginesX(t *testing.T) {
 	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
 		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}}
-	d, err := New(Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+	d, err := NewCells(CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 		Policies: []string{"max_min_fairness_perf", "max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +239,7 @@ func TestMergeAllocations(t *testing.T) {
 	a := &policies.Allocation{Types: []string{"v100"}, JobIDs: []string{"a"}, X: [][]float64{{0.5}}}
 	b := &policies.Allocation{Types: []string{"k80", "v100"}, JobIDs: []string{"b", "c"}, X: [][]float64{{0.25, 0.75}, {1, 0}},
 		PairJobs: [][2]string{{"b", "c"}}, PairX: [][]float64{{0.1, 0}}}
-	m := round.MergeAllocations([]*engine.Plan{nil, {Allocation: a}, {}, {Allocation: b}})
+	m := MergeAllocations([]*engine.Plan{nil, {Allocation: a}, {}, {Allocation: b}})
 	if !slices.Equal(m.Types, []string{"v100", "k80"}) || !slices.Equal(m.JobIDs, []string{"a", "b", "c"}) {
 		t.Fatalf("merged %+v", m)
 	}
@@ -253,7 +252,7 @@ func TestMergeAllocations(t *testing.T) {
 	if len(m.PairX) != 1 || !slices.Equal(m.PairX[0], []float64{0, 0.1}) {
 		t.Errorf("pairs %v %v", m.PairJobs, m.PairX)
 	}
-	if round.MergeAllocations([]*engine.Plan{nil, {}}) != nil {
+	if MergeAllocations([]*engine.Plan{nil, {}}) != nil {
 		t.Errorf("an allocation from no engine")
 	}
 }

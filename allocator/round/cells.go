@@ -1,15 +1,4 @@
-// Package vcnomad runs the virtual-cluster scheduler (allocator/vcround:
-// per-VC engines over the cell layer) on the GPUs a backend observes. It is
-// the agent's Decider when the cluster config declares cells and VCs: each
-// job's VC (meta rondo.vc) and priority class (guaranteed or opportunistic)
-// decide which engine schedules it and on which cells.
-//
-// Cells map to Nomad nodes by name (`cell { nomad_node = "..." }`), or by
-// node pool and/or class (Config.Selectors, selectors.go): the
-// physical GPUs of a node-level cell, in cell-address order, are that
-// node's GPUs in device-id order. A GPU the node does not report (or
-// reports unhealthy) makes its cell leaf bad.
-package vcnomad
+package round
 
 import (
 	"fmt"
@@ -19,13 +8,11 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/cells"
 	"github.com/rondo-sched/rondo/allocator/engine"
-	"github.com/rondo-sched/rondo/allocator/round"
-	"github.com/rondo-sched/rondo/allocator/vcround"
 	"github.com/rondo-sched/rondo/policies"
 )
 
-// Config configures a Decider.
-type Config struct {
+// CellsConfig configures a Cells.
+type CellsConfig struct {
 	Spec cells.Spec
 	// NodeOfCell maps node-level cell addresses (a node-level top cell's
 	// name, or "top/i/..." below one) to Nomad node names.
@@ -48,14 +35,25 @@ type Config struct {
 	Selectors []Selector
 }
 
-// Decider adapts vcround to engine snapshots and plans. Its engines (one
-// per VC, in spec order, and the opportunistic one) keep the history the
-// agent saves (round.Engines).
-type Decider struct {
-	*round.Engines
-	cfg    Config
+// Cells decides a round for virtual clusters declared with cells: the
+// per-VC engines over the cell layer (CellLayer, celllayer.go) run on the
+// GPUs a backend observes. Each job's VC (meta rondo.vc) and class
+// (guaranteed or opportunistic) decide which engine schedules it and on
+// which cells.
+//
+// Cells map to nodes by name (`cell { nomad_node = "..." }`), or by node
+// pool and/or class (CellsConfig.Selectors, selectors.go): the physical
+// GPUs of a node-level cell, in cell-address order, are that node's GPUs
+// in device-id order. A GPU the node does not report (or reports
+// unhealthy) makes its cell leaf bad.
+//
+// Its engines (one per VC, in spec order, and the opportunistic one) keep
+// the history the agent saves (Engines).
+type Cells struct {
+	*Engines
+	cfg    CellsConfig
 	a      *cells.Allocator
-	s      *vcround.Scheduler
+	s      *CellLayer
 	vcs    map[string]bool
 	warned map[string]bool
 	// node cells per top cell, in address order; node-cell bindings kept
@@ -64,18 +62,18 @@ type Decider struct {
 	bound     map[string]string
 }
 
-// New builds the cell allocator and one engine per VC.
-func New(cfg Config) (*Decider, error) {
+// NewCells builds the cell allocator and one engine per VC.
+func NewCells(cfg CellsConfig) (*Cells, error) {
 	a, err := cells.New(cfg.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("vcnomad: cells: %w", err)
+		return nil, fmt.Errorf("round: cells: %w", err)
 	}
 	names := a.VCs()
 	if len(cfg.Policies) != len(names) {
-		return nil, fmt.Errorf("vcnomad: %d policies for %d VCs", len(cfg.Policies), len(names))
+		return nil, fmt.Errorf("round: %d policies for %d VCs", len(cfg.Policies), len(names))
 	}
 	if cfg.Entities != nil && len(cfg.Entities) != len(names) {
-		return nil, fmt.Errorf("vcnomad: entities for %d VCs, %d VCs", len(cfg.Entities), len(names))
+		return nil, fmt.Errorf("round: entities for %d VCs, %d VCs", len(cfg.Entities), len(names))
 	}
 	ecfgs := make([]engine.Config, len(names))
 	for i := range names {
@@ -88,22 +86,22 @@ func New(cfg Config) (*Decider, error) {
 	if cfg.OppPolicy != "" {
 		opp = &engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS, ResetFirst: cfg.ResetFirst}
 	}
-	es, err := round.NewEnginesFrom(names, ecfgs, opp)
+	es, err := NewEnginesFrom(names, ecfgs, opp)
 	if err != nil {
-		return nil, fmt.Errorf("vcnomad: %w", err)
+		return nil, fmt.Errorf("round: %w", err)
 	}
 	set := map[string]bool{}
 	for _, n := range names {
 		set[n] = true
 	}
-	s, err := vcround.New(a, es.VCs, es.Opp)
+	s, err := NewCellLayer(a, es.VCs, es.Opp)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Warn == nil {
 		cfg.Warn = func(string, ...any) {}
 	}
-	d := &Decider{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
+	d := &Cells{cfg: cfg, a: a, s: s, vcs: set, warned: map[string]bool{}, bound: map[string]string{},
 		nodeCells: map[string][]string{}, Engines: es}
 	for _, pg := range a.PhysicalGPUs() {
 		top, _, _ := strings.Cut(pg.Node, "/")
@@ -121,7 +119,7 @@ type mapping struct {
 	nodeID map[string]string // node cell address -> Nomad node id
 }
 
-func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
+func (d *Cells) mapGPUs(s *engine.Snapshot) mapping {
 	m := mapping{toID: map[string]string{}, toAddr: map[string]string{}, nodeID: map[string]string{}}
 	names := make(map[string]string, len(s.Nodes)) // node id -> name
 	for _, n := range s.Nodes {
@@ -170,9 +168,9 @@ func (d *Decider) mapGPUs(s *engine.Snapshot) mapping {
 // when the cells put it exactly where it runs now, so a restarted agent
 // whose cell state is empty does not move running jobs that still fit; every
 // running job the plan leaves out is suspended.
-func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
+func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	m := d.mapGPUs(s)
-	vs := vcround.Snapshot{TimeS: s.TimeS}
+	vs := CellSnapshot{TimeS: s.TimeS}
 	for _, j := range s.Jobs {
 		opp := j.Class == engine.Opportunistic
 		if !opp && !d.vcs[j.VC] {
@@ -182,7 +180,7 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			}
 			continue
 		}
-		vs.Jobs = append(vs.Jobs, vcround.Job{Job: j, VC: j.VC, Opportunistic: opp})
+		vs.Jobs = append(vs.Jobs, CellJob{Job: j, VC: j.VC, Opportunistic: opp})
 	}
 	res, err := d.s.Round(vs)
 	if err != nil {
@@ -198,7 +196,7 @@ func (d *Decider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 	}
 	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
-		Allocation: round.MergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
+		Allocation: MergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
 	in := map[string]bool{}
 	for _, a := range res.Plan.Assignments {
 		out := engine.Assignment{Jobs: a.Jobs, Type: a.Type, Priority: a.Priority}

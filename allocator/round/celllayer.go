@@ -1,23 +1,4 @@
-// Package vcround runs the two layers of virtual clusters each round: the
-// cell layer (allocator/cells) decides which GPUs each VC may use — its
-// virtual cells, bound lazily to physical ones with sharing safety — and
-// each VC's own round engine (allocator/engine, the VC's policy) decides
-// which of its jobs run on them. Opportunistic jobs share whatever the VCs
-// leave free under one more engine.
-//
-//	Snapshot ─► per VC (declaration order):
-//	              virtual GPUs of its cells ─► engine.Round ─► VC plan
-//	              ─► cells.Allocate(guaranteed) per started job
-//	          ─► opportunistic engine on the GPUs guaranteed work left
-//	              ─► cells.Allocate(opportunistic)
-//	          ─► merged cluster Plan (physical GPUs, nodes)
-//
-// A VC's engine sees only its own virtual GPUs and jobs, and the cell
-// layer places its gangs on its virtual cells using only its own state, so
-// each VC's sequence of plans is the one its private cluster (its quota as
-// dedicated cells) would produce: sharing safety makes binding always
-// succeed, and opportunistic work never blocks it (it is preempted).
-package vcround
+package round
 
 import (
 	"errors"
@@ -35,7 +16,7 @@ type VC struct {
 }
 
 // Job is an active job: the engine's view plus its VC and class.
-type Job struct {
+type CellJob struct {
 	engine.Job
 	VC            string
 	Opportunistic bool
@@ -43,13 +24,13 @@ type Job struct {
 
 // Snapshot is what the round sees: the time and the active (arrived,
 // unfinished) jobs in arrival order. Jobs that left are released.
-type Snapshot struct {
+type CellSnapshot struct {
 	TimeS float64
-	Jobs  []Job
+	Jobs  []CellJob
 }
 
-// Result is one round's decision.
-type Result struct {
+// CellResult is one round's decision.
+type CellResult struct {
 	// Plan is the merged cluster plan: physical GPU addresses, node
 	// addresses as servers; Keep when a job keeps its physical GPUs.
 	Plan engine.Plan
@@ -68,9 +49,28 @@ type Result struct {
 	Dropped []string
 }
 
-// Scheduler holds the cell allocator and the engines between rounds. It is
-// not safe for concurrent use.
-type Scheduler struct {
+// CellLayer runs the two layers of virtual clusters each round: the cell
+// layer (allocator/cells) decides which GPUs each VC may use (its virtual
+// cells, bound lazily to physical ones with sharing safety) and each VC's
+// own engine (allocator/engine, the VC's policy) decides which of its jobs
+// run on them. Opportunistic jobs share whatever the VCs leave free under
+// one more engine.
+//
+//	CellSnapshot ─► per VC (declaration order):
+//	                  virtual GPUs of its cells ─► engine.Round ─► VC plan
+//	                  ─► cells.Allocate(guaranteed) per started job
+//	              ─► opportunistic engine on the GPUs guaranteed work left
+//	                  ─► cells.Allocate(opportunistic)
+//	              ─► merged cluster Plan (physical GPUs, nodes)
+//
+// A VC's engine sees only its own virtual GPUs and jobs, and the cell
+// layer places its gangs on its virtual cells using only its own state, so
+// each VC's sequence of plans is the one its private cluster (its quota as
+// dedicated cells) would produce: sharing safety makes binding always
+// succeed, and opportunistic work never blocks it (it is preempted).
+// It holds the cell allocator and the engines between rounds and is not
+// safe for concurrent use.
+type CellLayer struct {
 	a     *cells.Allocator
 	vcs   []VC
 	opp   *engine.Engine
@@ -81,15 +81,15 @@ type Scheduler struct {
 // New pairs the allocator's VCs with engines: vcs must name every VC of
 // the allocator once, in its declaration order. opp may be nil: then
 // opportunistic jobs never run.
-func New(a *cells.Allocator, vcs []VC, opp *engine.Engine) (*Scheduler, error) {
+func NewCellLayer(a *cells.Allocator, vcs []VC, opp *engine.Engine) (*CellLayer, error) {
 	names := a.VCs()
 	if len(vcs) != len(names) {
-		return nil, fmt.Errorf("vcround: %d engines for %d VCs", len(vcs), len(names))
+		return nil, fmt.Errorf("round: %d engines for %d VCs", len(vcs), len(names))
 	}
-	s := &Scheduler{a: a, vcs: vcs, opp: opp, node: map[string]string{}, vcIdx: map[string]int{}}
+	s := &CellLayer{a: a, vcs: vcs, opp: opp, node: map[string]string{}, vcIdx: map[string]int{}}
 	for i, v := range vcs {
 		if v.Name != names[i] || v.Engine == nil {
-			return nil, fmt.Errorf("vcround: engine %d is for %q (engine set: %v), want %q", i, v.Name, v.Engine != nil, names[i])
+			return nil, fmt.Errorf("round: engine %d is for %q (engine set: %v), want %q", i, v.Name, v.Engine != nil, names[i])
 		}
 		s.vcIdx[v.Name] = i
 	}
@@ -100,15 +100,15 @@ func New(a *cells.Allocator, vcs []VC, opp *engine.Engine) (*Scheduler, error) {
 }
 
 // Round decides one round.
-func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
-	active := map[string]*Job{}
+func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
+	active := map[string]*CellJob{}
 	for i := range snap.Jobs {
 		j := &snap.Jobs[i]
 		if _, dup := active[j.ID]; dup || j.ID == "" {
-			return nil, fmt.Errorf("vcround: duplicate or empty job id %q", j.ID)
+			return nil, fmt.Errorf("round: duplicate or empty job id %q", j.ID)
 		}
 		if _, ok := s.vcIdx[j.VC]; !ok && !j.Opportunistic {
-			return nil, fmt.Errorf("vcround: job %s: unknown vc %q", j.ID, j.VC)
+			return nil, fmt.Errorf("round: job %s: unknown vc %q", j.ID, j.VC)
 		}
 		active[j.ID] = j
 	}
@@ -126,7 +126,7 @@ func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
 		prev[id] = slices.Concat(g.Members...)
 		prevOrder = append(prevOrder, id)
 	}
-	res := &Result{VCPlans: make([]*engine.Plan, len(s.vcs)), Plan: engine.Plan{TimeS: snap.TimeS}}
+	res := &CellResult{VCPlans: make([]*engine.Plan, len(s.vcs)), Plan: engine.Plan{TimeS: snap.TimeS}}
 	prio := map[string]float64{}
 	for v, vc := range s.vcs {
 		var jobs []engine.Job
@@ -142,7 +142,7 @@ func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
 		var running []engine.Assignment
 		for _, j := range jobs {
 			if g, ok := s.a.Gang(j.ID); ok {
-				running = append(running, assignment(j.ID, slices.Concat(g.Virtual...), virt))
+				running = append(running, assignmentOf(j.ID, slices.Concat(g.Virtual...), virt))
 			}
 		}
 		var gpus []engine.GPU
@@ -151,11 +151,11 @@ func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
 		}
 		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
 		if err != nil {
-			return nil, fmt.Errorf("vcround: vc %s: %w", vc.Name, err)
+			return nil, fmt.Errorf("round: vc %s: %w", vc.Name, err)
 		}
 		res.VCPlans[v] = plan
 		res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
-		if err := s.apply(plan, running, vc.Name, cells.Guaranteed, nodes(virt), res, prio); err != nil {
+		if err := s.apply(plan, running, vc.Name, cells.Guaranteed, nodesOf(virt), res, prio); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +176,7 @@ func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
 		}
 		a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: act, Priority: prio[id]}
 		if len(ids) > 0 {
-			a.Type = typeOf(phys, ids[0])
+			a.Type = typeOfGPU(phys, ids[0])
 		}
 		for _, gid := range ids {
 			if n := s.node[gid]; !slices.Contains(a.Servers, n) {
@@ -196,7 +196,7 @@ func (s *Scheduler) Round(snap Snapshot) (*Result, error) {
 
 // roundOpportunistic runs the opportunistic engine on the healthy GPUs that
 // guaranteed gangs do not hold.
-func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[string]float64) error {
+func (s *CellLayer) roundOpportunistic(snap CellSnapshot, res *CellResult, prio map[string]float64) error {
 	var jobs []engine.Job
 	for _, j := range snap.Jobs {
 		if j.Opportunistic {
@@ -226,12 +226,12 @@ func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[stri
 	var running []engine.Assignment
 	for _, j := range jobs {
 		if g, ok := s.a.Gang(j.ID); ok {
-			running = append(running, assignment(j.ID, slices.Concat(g.Members...), phys))
+			running = append(running, assignmentOf(j.ID, slices.Concat(g.Members...), phys))
 		}
 	}
 	plan, err := s.opp.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
 	if err != nil {
-		return fmt.Errorf("vcround: opportunistic: %w", err)
+		return fmt.Errorf("round: opportunistic: %w", err)
 	}
 	res.OppPlan = plan
 	res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
@@ -242,7 +242,7 @@ func (s *Scheduler) roundOpportunistic(snap Snapshot, res *Result, prio map[stri
 // on the same GPUs release their gangs, then started jobs are allocated
 // with the engine's split over nodes (regrouped GPU by GPU if the cells
 // left do not hold that split).
-func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc string, class cells.Class, nodeOf map[string]string, res *Result, prio map[string]float64) error {
+func (s *CellLayer) apply(plan *engine.Plan, running []engine.Assignment, vc string, class cells.Class, nodeOf map[string]string, res *CellResult, prio map[string]float64) error {
 	kept := map[string]bool{}
 	for _, a := range plan.Assignments {
 		prio[a.Jobs[0]] = a.Priority
@@ -262,7 +262,7 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 			continue
 		}
 		if len(a.Jobs) != 1 {
-			return fmt.Errorf("vcround: packed units (%v) are not supported", a.Jobs)
+			return fmt.Errorf("round: packed units (%v) are not supported", a.Jobs)
 		}
 		// The engine chose the GPU type (its received time and priorities
 		// are per type): the cells place the gang on that type. Without it
@@ -270,7 +270,7 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 		// chose, so a job the engine moved to a type it had received no
 		// time on stayed where it was, kept top priority there every round,
 		// and jobs beyond the VC's GPUs starved.
-		req := cells.Request{ID: a.Jobs[0], VC: vc, Class: class, Members: split(a.GPUs, nodeOf), GPUType: a.Type}
+		req := cells.Request{ID: a.Jobs[0], VC: vc, Class: class, Members: splitByNode(a.GPUs, nodeOf), GPUType: a.Type}
 		pl, err := s.a.Allocate(req)
 		if errors.Is(err, cells.ErrWait) {
 			req.Members = slices.Repeat([]int{1}, len(a.GPUs))
@@ -283,7 +283,7 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("vcround: job %s: %w", a.Jobs[0], err)
+			return fmt.Errorf("round: job %s: %w", a.Jobs[0], err)
 		}
 		res.Preempted = append(res.Preempted, pl.Preempted...)
 	}
@@ -291,7 +291,7 @@ func (s *Scheduler) apply(plan *engine.Plan, running []engine.Assignment, vc str
 }
 
 // split counts ids per node, in order of first appearance.
-func split(ids []string, nodeOf map[string]string) []int {
+func splitByNode(ids []string, nodeOf map[string]string) []int {
 	var nodes []string
 	var n []int
 	for _, id := range ids {
@@ -307,7 +307,7 @@ func split(ids []string, nodeOf map[string]string) []int {
 }
 
 // assignment describes a running gang to an engine, on the GPUs of gpus.
-func assignment(id string, ids []string, gpus []cells.GPU) engine.Assignment {
+func assignmentOf(id string, ids []string, gpus []cells.GPU) engine.Assignment {
 	a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: engine.Keep}
 	for _, gid := range ids {
 		for _, g := range gpus {
@@ -323,7 +323,7 @@ func assignment(id string, ids []string, gpus []cells.GPU) engine.Assignment {
 	return a
 }
 
-func typeOf(gpus []cells.GPU, id string) string {
+func typeOfGPU(gpus []cells.GPU, id string) string {
 	for _, g := range gpus {
 		if g.Addr == id {
 			return g.Type
@@ -332,7 +332,7 @@ func typeOf(gpus []cells.GPU, id string) string {
 	return ""
 }
 
-func nodes(gpus []cells.GPU) map[string]string {
+func nodesOf(gpus []cells.GPU) map[string]string {
 	m := make(map[string]string, len(gpus))
 	for _, g := range gpus {
 		m[g.Addr] = g.Node

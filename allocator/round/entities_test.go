@@ -1,4 +1,4 @@
-package vcnomad
+package round
 
 import (
 	"math"
@@ -17,9 +17,9 @@ import (
 func TestEntitiesPerVC(t *testing.T) {
 	const wf = "max_min_fairness_water_filling_perf"
 	ents := map[string]policies.Entity{"a": {Weight: 1, Policy: "fairness"}, "b": {Weight: 3, Policy: "fairness"}}
-	cfg := Config{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+	cfg := CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
 		Policies: []string{wf, wf}, RoundS: 10, Entities: []map[string]policies.Entity{ents, nil}}
-	d, err := New(cfg)
+	d, err := NewCells(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestEntitiesPerVC(t *testing.T) {
 		t.Errorf("not in the allocation: %v", want)
 	}
 	cfg.Entities = cfg.Entities[:1]
-	if _, err := New(cfg); err == nil {
+	if _, err := NewCells(cfg); err == nil {
 		t.Errorf("entities for 1 VC of 2 accepted")
 	}
 }
