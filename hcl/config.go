@@ -104,7 +104,11 @@ type VC struct {
 	Weight    float64
 	Entities  []Entity
 	Pinned    []string // names of physical top cells pinned to this VC
-	Range     hcl.Range
+	// SpaceSharing: the VC's jobs may share GPUs in pairs when its policy
+	// packs (*_packed, gandiva); space_sharing = false forbids it (the
+	// packed policy then runs unpacked). Default true.
+	SpaceSharing bool
+	Range        hcl.Range
 }
 
 // Quota is a number of cells of one type.
@@ -410,9 +414,9 @@ func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
 }
 
 func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
-	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, Range: b.DefRange}
+	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, SpaceSharing: true, Range: b.DefRange}
 	content, diags := b.Body.Content(&hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}},
+		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
@@ -470,6 +474,11 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 			diags = append(diags, errAt(a.Expr.Range(), "Invalid weight", fmt.Sprintf("vc %q: weight must be positive", v.Name)))
 		}
 		v.Weight = w
+	}
+	if a, ok := content.Attributes["space_sharing"]; ok {
+		on, d := boolAttr(a)
+		diags = append(diags, d...)
+		v.SpaceSharing = on
 	}
 	if a, ok := content.Attributes["pinned"]; ok {
 		l, d := stringListAttr(a)

@@ -94,6 +94,7 @@ func TestMalformed(t *testing.T) {
 		{"gpus_with_cells.hcl", "9:3", "Quota-only share with cells", `vc "a": gpus is a quota-only share for a config without cells, but cell "n0"`},
 		{"gpus_missing.hcl", "4:1", "Missing gpus", `vc "b" has no gpus but vc "a"`},
 		{"vcs_no_shares.hcl", "4:1", "Missing gpus", `vc "b": with several VCs and no cells, every VC declares its share`},
+		{"space_sharing_string.hcl", "3:19", "Invalid value for space_sharing", "space_sharing must be a bool"},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {
@@ -288,6 +289,9 @@ func TestQuotaOnly(t *testing.T) {
 	r, p := cfg.VCs[0], cfg.VCs[1]
 	if len(r.GPUs) != 2 || r.GPUs["v100"] != 8 || r.GPUs["k80"] != 4 || r.Policy != "max_min_fairness_perf" {
 		t.Errorf("research = %+v", r)
+	}
+	if !r.SpaceSharing || p.SpaceSharing {
+		t.Errorf("space_sharing: research %v (default true), prod %v (false)", r.SpaceSharing, p.SpaceSharing)
 	}
 	if len(p.GPUs) != 1 || p.GPUs["v100"] != 2 || p.Policy != "fifo" || p.Weight != 2 || len(p.Quota) != 0 {
 		t.Errorf("prod = %+v", p)

@@ -206,6 +206,10 @@ type Agent struct {
 	// snapshot, per job and GPU type (under smu); Observed hands their
 	// mean to the round as engine.Job.Measured.
 	measured map[string]map[string]*reports
+	// partner: the job each job shares its GPUs with under the decision
+	// in force (space sharing; under smu). Its reports are pair
+	// throughputs, not the job's own isolated throughput.
+	partner map[string]string
 
 	// owners caches allocation → job for the lease API's child callers
 	// (under mu).
@@ -459,6 +463,12 @@ func (a *Agent) Decided(ctx context.Context, s *engine.Snapshot, p *engine.Plan)
 			log.Warn("engine history not saved", "error", err)
 		} else {
 			st.Engine = h
+		}
+	}
+	a.partner = map[string]string{}
+	for _, in := range p.Intents {
+		if in.With != "" { // only a running unit's intents name a partner
+			a.partner[in.Job] = in.With
 		}
 	}
 	round := st.Round + 1

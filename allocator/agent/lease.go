@@ -68,7 +68,9 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	if m, ok := a.st.Throughput[c.Job][p.GPUType]; ok {
 		n = m.Samples + 1
 	}
-	if p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+	// A job sharing its GPUs reports its pair throughput: it is not the
+	// job's isolated throughput, so the estimator does not learn it as one.
+	if _, paired := a.partner[c.Job]; !paired && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
 		r := a.measured[c.Job][p.GPUType]
 		if r == nil {

@@ -56,9 +56,10 @@ type Reason struct {
 	Kind     ReasonKind
 	Priority float64
 	// From and To are GPU types; GPU a failed GPU; Was and Now an elastic
-	// job's GPU counts.
-	From, To, GPU string
-	Was, Now      int
+	// job's GPU counts; With the partner a job now shares its GPUs with
+	// ("" when it now runs alone).
+	From, To, GPU, With string
+	Was, Now            int
 }
 
 // ReasonKind is the kind of a Reason.
@@ -74,6 +75,7 @@ const (
 	NotSelected
 	GPUFailed
 	GuaranteedNeedsGPUs
+	SharingChanges
 )
 
 func (r Reason) String() string {
@@ -96,6 +98,11 @@ func (r Reason) String() string {
 		return fmt.Sprintf("GPU %s failed", r.GPU)
 	case GuaranteedNeedsGPUs:
 		return "guaranteed work needs its GPUs"
+	case SharingChanges:
+		if r.With == "" {
+			return fmt.Sprintf("runs alone on its %s GPUs, no longer shared (priority %.4g)", r.To, r.Priority)
+		}
+		return fmt.Sprintf("shares its %s GPUs with %s (priority %.4g)", r.To, r.With, r.Priority)
 	}
 	return ""
 }
@@ -113,8 +120,9 @@ func (i Intent) Stops() bool { return i == IntentSuspend || i == IntentPreempt |
 // stopped because guaranteed work took their GPUs (the cell layer's);
 // it may be nil.
 //
-// A job keeps its placement when it stays on the same type and GPUs; an
-// elastic job whose first ScaleFactor GPUs stay is only resized (what the
+// A job keeps its placement when it stays on the same type and GPUs in
+// the same unit (alone, or with the same partner); moving between
+// exclusive and shared use is a migrate; an elastic job whose first ScaleFactor GPUs stay is only resized (what the
 // simulator has always counted as no preemption).
 func Annotate(s *Snapshot, p *Plan, preempted []string) {
 	jobs := make(map[string]*Job, len(s.Jobs))
@@ -158,6 +166,11 @@ func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job) {
 			case old == nil:
 				ji.Intent = IntentResume
 				ji.Reason = Reason{Kind: Resumes, Priority: a.Priority, To: a.Type}
+			case old.Type == a.Type && slices.Equal(base(j, old), base(j, a)) && !slices.Equal(old.Jobs, a.Jobs):
+				// Same GPUs, another unit: between exclusive and shared use
+				// (or another partner) the job restarts on other devices.
+				ji.Intent, ji.From = IntentMigrate, old.GPUs
+				ji.Reason = Reason{Kind: SharingChanges, Priority: a.Priority, To: a.Type, With: ji.With}
 			case old.Type == a.Type && slices.Equal(base(j, old), base(j, a)):
 				ji.Intent = IntentKeep
 				ji.Reason = Reason{Kind: LeaseRenewed, Priority: a.Priority, To: a.Type}

@@ -61,7 +61,8 @@ func TestAnnotate(t *testing.T) {
 		{"moved", IntentMigrate, []string{"g1"}, "moves from v100 to k80"},
 		{"hit", IntentMigrate, []string{"g2"}, "GPU g2 failed"},
 		{"el", IntentResize, []string{"k0", "k1", "k2"}, "3 -> 2 GPUs"},
-		{"pa", IntentKeep, nil, "lease renewed"},
+		// From exclusive to shared use of the same GPU: a migrate.
+		{"pa", IntentMigrate, []string{"g7"}, "shares its v100 GPUs with pb"},
 		{"pb", IntentAdmit, nil, "first start"},
 		{"off", IntentSuspend, []string{"g3"}, "not selected"},
 		{"opp", IntentPreempt, []string{"k9"}, "guaranteed work"},

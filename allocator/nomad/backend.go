@@ -81,6 +81,11 @@ type Config struct {
 	// nodes' GPUs are observed like Pool's, and a job placed there is
 	// admitted into that pool.
 	Pools []string
+	// ShareGroup, when set, offers the round colocated pairs (space
+	// sharing, sharing.go): two jobs may share GPUs when it puts both in
+	// the same group (ok true): a VC, or the opportunistic jobs. nil: no
+	// pairs (no policy packs).
+	ShareGroup func(vc string, opportunistic bool) (group string, ok bool)
 }
 
 // jobState is what the backend remembers about a job between rounds.
@@ -102,6 +107,10 @@ type jobState struct {
 	done      float64
 	total     float64
 	lastState string
+	// shared: gpus are the GPUs of the MPS shares the job holds; sinceS is
+	// the time since the previous look, credited once pairs are known.
+	shared bool
+	sinceS float64
 	// elastic: the job's range in GPUs (nil: fixed size); gpus is then in
 	// worker (allocation index) order, each worker StepGPUs GPUs.
 	elastic *engine.Elastic
@@ -132,6 +141,12 @@ type Backend struct {
 	intents map[string]engine.Intent
 	// led is the jobs' received time (jobState.received are its accounts)
 	led *ledger.Ledger
+	// shares: each GPU's healthy MPS share ids, in instance order;
+	// shareInfo its profile (sharing.go); pairKeys the pair accounts opened
+	// in the ledger, by unit key.
+	shares    map[string][]string
+	shareInfo map[string]ShareInfo
+	pairKeys  map[string][2]string
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -158,7 +173,8 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Now = time.Now
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
-		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{}}, nil
+		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{},
+		shares: map[string][]string{}, shareInfo: map[string]ShareInfo{}, pairKeys: map[string][2]string{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -229,6 +245,8 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.nodes = map[string]string{}
 	b.pools = map[string]string{}
 	b.gpuTyp = map[string]string{}
+	b.shares = map[string][]string{}
+	b.shareInfo = map[string]ShareInfo{}
 	b.listed = b.listed[:0]
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
@@ -246,6 +264,9 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			continue
 		}
 		for _, d := range n.NodeResources.Devices {
+			if d.Vendor == "nvidia" && d.Type == shareType {
+				b.observeShares(d)
+			}
 			if d.Vendor != "nvidia" || d.Type != "gpu" {
 				continue
 			}
@@ -286,8 +307,14 @@ func hasNodePin(tg *api.TaskGroup) bool {
 	return false
 }
 
+// isGPURequest: a request for GPUs, exclusive or shares (a job Rondo
+// placed on shares requests nvidia/gpu-share).
 func isGPURequest(name string) bool {
-	return name == "gpu" || name == "nvidia/gpu" || strings.HasPrefix(name, "nvidia/gpu/")
+	return name == "gpu" || name == "nvidia/gpu" || strings.HasPrefix(name, "nvidia/gpu/") || isShareRequest(name)
+}
+
+func isShareRequest(name string) bool {
+	return name == shareRequest || strings.HasPrefix(name, shareRequest+"/")
 }
 
 func scaleFactor(job *api.Job) int {
@@ -354,6 +381,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	specs := b.readJobs(ids)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
 	seen := map[string]bool{}
+	var shared []string // jobs on MPS shares, in snapshot order
 	for _, s := range stubs {
 		if !schedulable(s) {
 			continue
@@ -364,7 +392,9 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		}
 		seen[s.ID] = true
 		snap.Jobs = append(snap.Jobs, st.engineJob(s.ID))
-		if len(st.gpus) > 0 {
+		if st.shared {
+			shared = append(shared, s.ID)
+		} else if len(st.gpus) > 0 {
 			snap.Running = append(snap.Running, engine.Assignment{Jobs: []string{s.ID}, Type: b.gpuTyp[st.gpus[0]],
 				GPUs: st.gpus, Servers: st.servers, Action: engine.Keep})
 		}
@@ -373,8 +403,11 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		if !seen[id] {
 			delete(b.jobs, id)
 			b.led.Forget(id)
+			b.forgetPairs(id)
 		}
 	}
+	snap.Running = append(snap.Running, b.runningPairs(shared)...)
+	snap.Pairs = b.pairs(snap, b.shareableTypes(gpus))
 	if len(b.finished) > 0 {
 		listed := make(map[string]bool, len(stubs))
 		for _, s := range stubs {
@@ -455,7 +488,7 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	admitted := inPool && hasNodePin(tg)
 	var gpus, servers []string
 	var held []heldAlloc
-	finished := false
+	finished, shared := false, false
 	liveN := 0
 	if el != nil {
 		allocs = byAllocIndex(allocs)
@@ -481,8 +514,12 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		n := len(gpus)
 		for _, tr := range a.AllocatedResources.Tasks {
 			for _, d := range tr.Devices {
-				if d.Vendor == "nvidia" && d.Type == "gpu" {
-					gpus = append(gpus, d.DeviceIDs...)
+				if d.Vendor != "nvidia" || (d.Type != "gpu" && d.Type != shareType) {
+					continue
+				}
+				for _, id := range d.DeviceIDs {
+					gpus = append(gpus, gpuOf(id))
+					shared = shared || d.Type == shareType
 				}
 			}
 		}
@@ -530,9 +567,12 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	// simulator counts a micro-task from the round's start. (Crediting only
 	// jobs that held GPUs at both looks missed the first round of every
 	// stint: a job run for one round at a time was credited nothing.)
-	if len(gpus) > 0 {
+	// A job on shares is credited with its partner, once the pairs are
+	// known (runningPairs).
+	if len(gpus) > 0 && !shared {
 		b.led.Credit(id, b.gpuTyp[gpus[0]], now-st.lastS)
 	}
+	st.shared, st.sinceS = shared, now-st.lastS
 	if el == nil {
 		sort.Strings(gpus)
 	}
@@ -684,4 +724,11 @@ func (b *Backend) SetPools(pools []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg.Pools = pools
+}
+
+// SetShareGroup replaces Config.ShareGroup (config reload).
+func (b *Backend) SetShareGroup(f func(vc string, opportunistic bool) (string, bool)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cfg.ShareGroup = f
 }

@@ -3,6 +3,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -249,7 +250,9 @@ func liveGPUs(allocs []*api.AllocationListStub) (liveN, running int, gpus []stri
 		if a.AllocatedResources != nil {
 			for _, tr := range a.AllocatedResources.Tasks {
 				for _, d := range tr.Devices {
-					gpus = append(gpus, d.DeviceIDs...)
+					for _, id := range d.DeviceIDs {
+						gpus = append(gpus, gpuOf(id)) // a share counts as its GPU
+					}
 				}
 			}
 		}
@@ -343,7 +346,19 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	if err := Pin(job, st.group, a, b.serverOf); err != nil {
+	if k := slices.Index(a.Jobs, id); len(a.Jobs) == 2 && k >= 0 {
+		err = PinShared(job, st.group, a, k, b.shares)
+		partner := a.Jobs[1-k]
+		model := ""
+		if ps := b.jobs[partner]; ps != nil {
+			model = ps.policy.Model
+		}
+		setPartner(job, st.group, partner, model)
+	} else {
+		err = Pin(job, st.group, a, b.serverOf)
+		setPartner(job, st.group, "", "")
+	}
+	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
 	AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
@@ -383,14 +398,10 @@ func (b *Backend) serverOf(gpu string) string {
 // Pin rewrites the GPU group of job to run exactly on the assignment: node
 // pins on ${node.unique.id}, GPU pins with ${device.ids} set_contains_any.
 // One allocation per server when every server holds the same number of the
-// GPUs, else one allocation per GPU. Earlier pins are replaced.
+// GPUs, else one allocation per GPU. Earlier pins are replaced, and a job
+// that ran on shares requests exclusive GPUs again.
 func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) string) error {
-	var tg *api.TaskGroup
-	for _, g := range job.TaskGroups {
-		if deref(g.Name) == group {
-			tg = g
-		}
-	}
+	tg := groupOf(job, group)
 	if tg == nil {
 		return fmt.Errorf("no group %q", group)
 	}
@@ -408,18 +419,31 @@ func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) 
 		}
 	}
 	tg.Count = &count
+	pinNodes(tg, a.Servers)
+	pinDevices(tg, "", devices, a.GPUs)
+	return nil
+}
+
+// pinNodes replaces the group's node pin with the servers.
+func pinNodes(tg *api.TaskGroup, servers []string) {
 	var cs []*api.Constraint
 	for _, c := range tg.Constraints {
 		if c.LTarget != nodeTarget {
 			cs = append(cs, c)
 		}
 	}
-	if len(a.Servers) == 1 {
-		cs = append(cs, api.NewConstraint(nodeTarget, "=", a.Servers[0]))
+	if len(servers) == 1 {
+		cs = append(cs, api.NewConstraint(nodeTarget, "=", servers[0]))
 	} else {
-		cs = append(cs, api.NewConstraint(nodeTarget, "set_contains_any", strings.Join(a.Servers, ",")))
+		cs = append(cs, api.NewConstraint(nodeTarget, "set_contains_any", strings.Join(servers, ",")))
 	}
 	tg.Constraints = cs
+}
+
+// pinDevices sets every GPU request of the group to count devices pinned
+// to ids: named name (shares), or nvidia/gpu when "" and the request was
+// for shares (a user's own exclusive request name is kept).
+func pinDevices(tg *api.TaskGroup, name string, count int, ids []string) {
 	for _, t := range tg.Tasks {
 		if t.Resources == nil {
 			continue
@@ -428,7 +452,13 @@ func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) 
 			if !isGPURequest(d.Name) {
 				continue
 			}
-			n := uint64(devices)
+			switch {
+			case name != "":
+				d.Name = name
+			case isShareRequest(d.Name):
+				d.Name = "nvidia/gpu"
+			}
+			n := uint64(count)
 			d.Count = &n
 			var dc []*api.Constraint
 			for _, c := range d.Constraints {
@@ -436,10 +466,9 @@ func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) 
 					dc = append(dc, c)
 				}
 			}
-			d.Constraints = append(dc, api.NewConstraint(deviceTarget, "set_contains_any", strings.Join(a.GPUs, ",")))
+			d.Constraints = append(dc, api.NewConstraint(deviceTarget, "set_contains_any", strings.Join(ids, ",")))
 		}
 	}
-	return nil
 }
 
 // isElastic reports whether an assignment is one elastic job's.

@@ -18,6 +18,9 @@ type QuotaVC struct {
 	GPUs   map[string]int
 	// Entities feed the VC's hierarchical policy (nil: none).
 	Entities map[string]policies.Entity
+	// NoSpaceSharing: the VC's engine is offered no pairs (space_sharing
+	// = false), whatever its policy.
+	NoSpaceSharing bool
 }
 
 // Quota decides a round for virtual clusters declared without cells
@@ -139,7 +142,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		if len(jobs[v]) == 0 || len(gpus) == 0 {
 			continue
 		}
-		p, err := q.sub(q.VCs[v].Engine, s, gpus, jobs[v], running)
+		p, err := q.sub(q.VCs[v].Engine, s, gpus, jobs[v], running, !q.vcs[v].NoSpaceSharing)
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", q.vcs[v].Name, err)
 		}
@@ -166,7 +169,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			}
 		}
 		if len(gpus) > 0 {
-			p, err := q.sub(q.Opp, s, gpus, opp, running)
+			p, err := q.sub(q.Opp, s, gpus, opp, running, true)
 			if err != nil {
 				return nil, fmt.Errorf("round: opportunistic: %w", err)
 			}
@@ -211,7 +214,7 @@ func (q *Quota) fits(v int, j engine.Job) bool {
 // the engine only when every GPU it holds is one of the engine's (else the
 // engine places it afresh and the merged plan moves it).
 func (q *Quota) sub(e *engine.Engine, s *engine.Snapshot, gpus []engine.GPU, jobs []engine.Job,
-	running map[string]*engine.Assignment) (*engine.Plan, error) {
+	running map[string]*engine.Assignment, sharing bool) (*engine.Plan, error) {
 	mine := make(map[string]bool, len(gpus))
 	for _, g := range gpus {
 		mine[g.ID] = true
@@ -231,7 +234,7 @@ func (q *Quota) sub(e *engine.Engine, s *engine.Snapshot, gpus []engine.GPU, job
 		sub.Running = append(sub.Running, *r)
 	}
 	for _, pr := range s.Pairs {
-		if ids[pr.Jobs[0]] && ids[pr.Jobs[1]] {
+		if sharing && ids[pr.Jobs[0]] && ids[pr.Jobs[1]] {
 			sub.Pairs = append(sub.Pairs, pr)
 		}
 	}

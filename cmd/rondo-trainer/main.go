@@ -15,6 +15,9 @@
 //	-checkpoint-dir RONDO_CHECKPOINT_DIR, else $NOMAD_ALLOC_DIR/checkpoint
 //	                (lost on reschedule: jobs should pass a host path)
 //	-speedup        RONDO_SPEEDUP (default 1): multiplies the throughput
+//	-partner-model  RONDO_PARTNER_MODEL: the model of the job it shares its
+//	                GPUs with (space sharing, set by the allocator); it then
+//	                runs at its pair throughput next to that model
 //
 // With RONDO_LEASE_ADDR set (and a workload identity named "rondo" with
 // audience "rondo-lease"), allocation index 0 reports its progress and
@@ -110,6 +113,7 @@ func run(args []string) int {
 	typ := fs.String("type", gpuType(), "GPU type (v100, p100, k80)")
 	dir := fs.String("checkpoint-dir", envOr("RONDO_CHECKPOINT_DIR", filepath.Join(os.Getenv("NOMAD_ALLOC_DIR"), "checkpoint")), "checkpoint directory")
 	speedS := fs.String("speedup", envOr("RONDO_SPEEDUP", "1"), "throughput multiplier")
+	partner := fs.String("partner-model", os.Getenv("RONDO_PARTNER_MODEL"), "model of the job sharing its GPUs (space sharing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -123,10 +127,22 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "rondo-trainer: -speedup must be positive (got %q)\n", *speedS)
 		return 2
 	}
-	rate, ok := throughputs.Default().Lookup(*model, *sf, *typ)
+	tb := throughputs.Default()
+	rate, ok := tb.Lookup(*model, *sf, *typ)
 	if !ok {
 		fmt.Fprintf(os.Stderr, "rondo-trainer: no throughput for %q x%d on %s; using 1 step/s\n", *model, *sf, *typ)
 		rate = 1
+	}
+	if *partner != "" {
+		// Colocated: its share of the pair's throughput in Gavel's table.
+		pr, ok := tb.Pair(throughputs.Key{Model: *model, ScaleFactor: *sf}, throughputs.Key{Model: *partner, ScaleFactor: *sf}, *typ)
+		if ok && pr[0] > 0 {
+			rate = pr[0]
+		} else {
+			fmt.Fprintf(os.Stderr, "rondo-trainer: no pair throughput for %q next to %q x%d on %s; using half its own\n",
+				*model, *partner, *sf, *typ)
+			rate /= 2
+		}
 	}
 	rate *= speed
 	writer := envOr("NOMAD_ALLOC_INDEX", "0") == "0"
@@ -153,8 +169,12 @@ func run(args []string) int {
 			os.Rename(tmp, path) // atomic: readers never see half a file
 		}
 	}
-	fmt.Printf("rondo-trainer: %s x%d on %s (%s): %.3f steps/s, resuming at %.0f/%.0f\n",
-		*model, *sf, *typ, os.Getenv("CUDA_VISIBLE_DEVICES"), rate, ck.Steps, total)
+	with := ""
+	if *partner != "" {
+		with = " next to " + *partner
+	}
+	fmt.Printf("rondo-trainer: %s x%d on %s (%s)%s: %.3f steps/s, resuming at %.0f/%.0f\n",
+		*model, *sf, *typ, os.Getenv("CUDA_VISIBLE_DEVICES"), with, rate, ck.Steps, total)
 	// Progress for the lease reporter, read from its goroutine.
 	var pmu sync.Mutex
 	steps := ck.Steps

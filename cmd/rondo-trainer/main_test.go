@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
 func readCk(t *testing.T, dir string) checkpoint {
@@ -72,5 +75,32 @@ func TestSuspendResume(t *testing.T) {
 	}
 	if want := "resuming at"; !strings.Contains(string(out), want) {
 		t.Errorf("output %q", out)
+	}
+}
+
+// TestPartnerRate: next to a partner (space sharing) the trainer runs at
+// its pair throughput from Gavel's table, not its isolated one.
+func TestPartnerRate(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rondo-trainer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	a, b := "LM (batch size 20)", "ResNet-18 (batch size 64)"
+	tb := throughputs.Default()
+	pair, ok := tb.Pair(throughputs.Key{Model: a, ScaleFactor: 1}, throughputs.Key{Model: b, ScaleFactor: 1}, "v100")
+	iso, _ := tb.Lookup(a, 1, "v100")
+	if !ok || pair[0] <= 0 || pair[0] == iso {
+		t.Fatalf("table: pair %v ok %v, isolated %v", pair, ok, iso)
+	}
+	for partner, want := range map[string]float64{"": iso, b: pair[0]} {
+		cmd := exec.Command(bin, "-steps", "1", "-checkpoint-dir", t.TempDir(), "-model", a, "-type", "v100")
+		cmd.Env = append(os.Environ(), "RONDO_PARTNER_MODEL="+partner)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("partner %q: %v\n%s", partner, err, out)
+		}
+		if !strings.Contains(string(out), fmt.Sprintf(": %.3f steps/s", want)) {
+			t.Errorf("partner %q: want %.3f steps/s in %s", partner, want, out)
+		}
 	}
 }

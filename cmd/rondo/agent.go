@@ -134,7 +134,8 @@ func deciderKey(s *agentSettings) string {
 			c.GPUType, c.Bad, c.Pinned)
 	}
 	for i, v := range s.vcs {
-		fmt.Fprintf(&b, "vc %q %q %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned)
+		fmt.Fprintf(&b, "vc %q %q %v %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned,
+			s.cfg.VCs[i].SpaceSharing)
 		fmt.Fprintf(&b, " %v\n", s.entities[i]) // maps print sorted
 	}
 	return b.String()
@@ -228,7 +229,8 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
-		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s)})
+		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
+		ShareGroup: shareGroup(s.cfg, s.policy)})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -340,6 +342,7 @@ func (c *agentCmd) Run(args []string) int {
 				backend.SetNoElastic(ns.cells)
 				backend.SetPools(cellPools(ns))
 			}
+			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			taskEnv(ns)
 			s = ns

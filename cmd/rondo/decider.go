@@ -7,6 +7,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/round"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies"
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // vcDecider is the per-VC decider a cluster config declares. `rondo agent`
@@ -28,7 +29,8 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	if cfg.QuotaOnly() {
 		var qs []round.QuotaVC
 		for i, v := range cfg.VCs {
-			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: entities[i]})
+			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: entities[i],
+				NoSpaceSharing: !v.SpaceSharing})
 		}
 		q, err := round.NewQuota(qs, rhcl.DefaultVCPolicy, roundS, reset, warn)
 		if err != nil {
@@ -80,4 +82,37 @@ func vcEntities(v rhcl.VC) map[string]policies.Entity {
 		out[e.Name] = policies.Entity{Weight: e.Weight, Policy: inside}
 	}
 	return out
+}
+
+// shareGroup is the Nomad backend's ShareGroup for a config (space
+// sharing): which jobs the round may be offered as pairs. Jobs of one
+// quota-only VC whose policy packs and whose space_sharing is on share
+// among themselves; opportunistic jobs among themselves when their policy
+// packs; without VC shares, every job when the cluster's policy packs and
+// the VC (if declared) allows it. Cells offer no pairs yet (the cell layer
+// places one job per gang). nil: no pairs at all.
+func shareGroup(cfg *rhcl.Config, policy string) func(vc string, opportunistic bool) (string, bool) {
+	switch {
+	case len(cfg.Cells) > 0:
+		return nil
+	case cfg.QuotaOnly():
+		ok := map[string]bool{}
+		any := names.Packs(rhcl.DefaultVCPolicy)
+		for _, v := range cfg.VCs {
+			ok[v.Name] = v.SpaceSharing && names.Packs(v.Policy)
+			any = any || ok[v.Name]
+		}
+		if !any {
+			return nil
+		}
+		return func(vc string, opp bool) (string, bool) {
+			if opp {
+				return "", names.Packs(rhcl.DefaultVCPolicy)
+			}
+			return vc, ok[vc]
+		}
+	case !names.Packs(policy) || (len(cfg.VCs) > 0 && !cfg.VCs[0].SpaceSharing):
+		return nil
+	}
+	return func(string, bool) (string, bool) { return "", true }
 }

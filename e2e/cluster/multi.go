@@ -28,6 +28,9 @@ type ClientSpec struct {
 	// NodePool defaults to GPUPool; NodeClass to none.
 	NodePool  string
 	NodeClass string
+	// MPSShares, when > 1, advertises every GPU also as that many MPS
+	// shares (profile "mps-<100/n>", space sharing).
+	MPSShares int
 }
 
 func (cs ClientSpec) pool() string {
@@ -104,7 +107,12 @@ type Cluster struct {
 // fault directory (a file named after a uuid there makes that GPU unhealthy).
 func PluginConfig(cs ClientSpec, faultDir string) string {
 	var b strings.Builder
-	b.WriteString("fingerprint_period = \"1s\"\nfake {\n")
+	b.WriteString("fingerprint_period = \"1s\"\n")
+	if cs.MPSShares > 1 {
+		fmt.Fprintf(&b, "mps_pipe_dir = %s\nmps_log_dir = %s\nmps_profile {\n  name = \"mps-%d\"\n  shares = %d\n}\n",
+			quote(filepath.Join(faultDir, "mps-pipe")), quote(filepath.Join(faultDir, "mps-log")), 100/cs.MPSShares, cs.MPSShares)
+	}
+	b.WriteString("fake {\n")
 	fmt.Fprintf(&b, "  fault_dir = %s\n", quote(faultDir))
 	for i, g := range cs.GPUs {
 		fmt.Fprintf(&b, "  gpu {\n    uuid = %s\n    model = %s\n    memory_mib = %d\n    pci_bus_id = \"00000000:%02x:00.0\"\n  }\n",

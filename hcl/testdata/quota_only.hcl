@@ -8,4 +8,5 @@ vc "prod" {
   gpus   = { "v100" = 2 }
   policy = "fifo"
   weight = 2
+  space_sharing = false
 }

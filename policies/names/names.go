@@ -78,3 +78,11 @@ func Canonical(name string) (string, error) {
 	}
 	return name, nil
 }
+
+// Packs reports whether a policy (a canonical name or an alias) colocates
+// jobs in pairs on one GPU (space sharing): the *_packed policies and
+// Gandiva. An unknown name does not.
+func Packs(name string) bool {
+	c, err := Canonical(name)
+	return err == nil && (strings.HasSuffix(c, "_packed") || c == "gandiva")
+}

@@ -27,3 +27,12 @@ func TestSortedAndAliasesResolve(t *testing.T) {
 		t.Errorf("Canonical(nope) = %v", err)
 	}
 }
+
+func TestPacks(t *testing.T) {
+	for name, want := range map[string]bool{"max_min_fairness_packed": true, "gandiva": true, "fifo_packed": true,
+		"max_min_fairness_perf": false, "fifo": false, "nonsense_packed": false} {
+		if Packs(name) != want {
+			t.Errorf("Packs(%q) = %v", name, !want)
+		}
+	}
+}

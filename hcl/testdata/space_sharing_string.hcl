@@ -1,0 +1,4 @@
+vc "a" {
+  gpus          = { v100 = 2 }
+  space_sharing = "yes"
+}
