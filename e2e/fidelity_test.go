@@ -127,7 +127,7 @@ func testFidelity(t *testing.T, n int, seed int64) {
 	s := startStackWith(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS))
 	c := s.c.API
 	const R = fidelityRoundS
-	startCost := s.calibrateStartCost(R)
+	startCost := s.calibrateStartCost(R, 4)
 	s.reset()
 
 	jobs := fidelityTrace(t, n, seed, 6)
@@ -227,9 +227,10 @@ func testFidelity(t *testing.T, n int, seed int64) {
 }
 
 // calibrateStartCost measures the cluster's start latency on a run of its
-// own: 14 one-GPU jobs on the 12 GPUs under one LAS engine rotate for four
-// rounds; each task start's delay after its round began is averaged.
-func (s *stack) calibrateStartCost(R int) float64 {
+// own: 14 one-GPU jobs under one LAS engine rotate for the given rounds
+// (four on the fidelity cluster's 12 GPUs: enough for 14 starts); each
+// task start's delay after its round began is averaged.
+func (s *stack) calibrateStartCost(R, rounds int) float64 {
 	t, c := s.t, s.c.API
 	saved := s.cfgPath
 	s.cfgPath = filepath.Join(t.TempDir(), "calibrate.hcl")
@@ -244,7 +245,7 @@ func (s *stack) calibrateStartCost(R int) float64 {
 	}
 	ag := s.startAgent(fmt.Sprintf("%ds", R))
 	t1 := s.firstRound(ag, R)
-	time.Sleep(time.Until(t1.Add(time.Duration(4*R)*time.Second + time.Duration(R)*time.Second/2)))
+	time.Sleep(time.Until(t1.Add(time.Duration(rounds*R)*time.Second + time.Duration(R)*time.Second/2)))
 	ag.stop()
 	roundStart := func(at time.Time) time.Time {
 		k := math.Floor(at.Sub(t1).Seconds() / float64(R))

@@ -48,7 +48,7 @@ func TestSpaceSharingOnNomad(t *testing.T) {
 	client.MPSShares = 2
 	s := startStackWith(t, []cluster.ClientSpec{client}, sharingConfig("max_min_fairness_packed"))
 	const R = sharingRoundS
-	startCost := s.calibrateStartCost(R)
+	startCost := s.calibrateStartCost(R, 9) // 2 GPUs: about two starts a round
 	s.reset()
 
 	tb := throughputs.Default()

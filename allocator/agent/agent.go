@@ -159,6 +159,9 @@ type JobStatus struct {
 	Workers    int `json:"workers,omitempty"`
 	MinWorkers int `json:"min_workers,omitempty"`
 	MaxWorkers int `json:"max_workers,omitempty"`
+	// With is the job it shares its GPUs with (space sharing: each runs
+	// on an MPS share of them); Throughput is then its pair throughput.
+	With string `json:"with,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -596,6 +599,10 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			xs[id] = row
 		}
 	}
+	pairTput := make(map[string]map[string][2]float64, len(s.Pairs))
+	for _, pr := range s.Pairs {
+		pairTput[engine.UnitKey(pr.Jobs[:])] = pr.Throughput
+	}
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -621,7 +628,13 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			if step > 0 {
 				js.Workers = len(as.GPUs) / step
 			}
-			if tp := j.Throughput[as.Type]; tp > 0 {
+			tp := j.Throughput[as.Type]
+			if len(as.Jobs) == 2 {
+				k := slices.Index(as.Jobs, j.ID)
+				js.With = as.Jobs[1-k]
+				tp = pairTput[engine.UnitKey(as.Jobs)][as.Type][k]
+			}
+			if tp > 0 {
 				js.Throughput = tp
 				eta := now.Add(time.Duration(j.RemainingSteps / tp * float64(time.Second)))
 				js.ETA = &eta

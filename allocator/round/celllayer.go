@@ -27,6 +27,12 @@ type CellJob struct {
 type CellSnapshot struct {
 	TimeS float64
 	Jobs  []CellJob
+	// Pairs the engines may colocate (space sharing): a VC's engine is
+	// offered the pairs of two of its guaranteed jobs, the opportunistic
+	// engine those of two opportunistic jobs (SharingVCs, if set, names the
+	// VCs allowed). A pair is one gang on one VC's cells: a guaranteed job
+	// never shares a GPU of another VC's cells.
+	Pairs []engine.Pair
 }
 
 // CellResult is one round's decision.
@@ -76,6 +82,23 @@ type CellLayer struct {
 	opp   *engine.Engine
 	node  map[string]string // physical GPU -> node
 	vcIdx map[string]int
+	// pairs: the jobs of each pair gang (gang id engine.UnitKey of the
+	// two); a single job's gang id is its own id.
+	pairs map[string][]string
+}
+
+// jobsOf is a gang's jobs.
+func (s *CellLayer) jobsOf(id string) []string {
+	if js, ok := s.pairs[id]; ok {
+		return js
+	}
+	return []string{id}
+}
+
+// release releases a gang and forgets its pair.
+func (s *CellLayer) release(id string) error {
+	delete(s.pairs, id)
+	return s.a.Release(id)
 }
 
 // New pairs the allocator's VCs with engines: vcs must name every VC of
@@ -86,7 +109,7 @@ func NewCellLayer(a *cells.Allocator, vcs []VC, opp *engine.Engine) (*CellLayer,
 	if len(vcs) != len(names) {
 		return nil, fmt.Errorf("round: %d engines for %d VCs", len(vcs), len(names))
 	}
-	s := &CellLayer{a: a, vcs: vcs, opp: opp, node: map[string]string{}, vcIdx: map[string]int{}}
+	s := &CellLayer{a: a, vcs: vcs, opp: opp, node: map[string]string{}, vcIdx: map[string]int{}, pairs: map[string][]string{}}
 	for i, v := range vcs {
 		if v.Name != names[i] || v.Engine == nil {
 			return nil, fmt.Errorf("round: engine %d is for %q (engine set: %v), want %q", i, v.Name, v.Engine != nil, names[i])
@@ -113,18 +136,41 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 		active[j.ID] = j
 	}
 	// Jobs that left release their gangs; remember the others' GPUs.
-	prev := map[string][]string{}
+	prev := map[string][]string{}     // gang -> its GPUs
+	prevJobs := map[string][]string{} // gang -> its jobs
 	var prevOrder []string
+	gangOf := map[string]string{} // job -> its gang
 	for _, id := range s.a.Gangs() {
-		if active[id] == nil {
-			if err := s.a.Release(id); err != nil {
+		if slices.ContainsFunc(s.jobsOf(id), func(j string) bool { return active[j] == nil }) {
+			if err := s.release(id); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		g, _ := s.a.Gang(id)
-		prev[id] = slices.Concat(g.Members...)
+		prev[id], prevJobs[id] = slices.Concat(g.Members...), s.jobsOf(id)
 		prevOrder = append(prevOrder, id)
+		for _, j := range s.jobsOf(id) {
+			gangOf[j] = id
+		}
+	}
+	// running: the units in force among jobs, as an engine sees them.
+	running := func(jobs []engine.Job, of func(g cells.Gang) []string, gpus []cells.GPU) []engine.Assignment {
+		var out []engine.Assignment
+		seen := map[string]bool{}
+		for _, j := range jobs {
+			id, ok := gangOf[j.ID]
+			if !ok || seen[id] {
+				continue
+			}
+			seen[id] = true
+			g, ok := s.a.Gang(id)
+			if !ok {
+				continue // preempted by guaranteed work this round
+			}
+			out = append(out, assignmentOf(s.jobsOf(id), of(g), gpus))
+		}
+		return out
 	}
 	res := &CellResult{VCPlans: make([]*engine.Plan, len(s.vcs)), Plan: engine.Plan{TimeS: snap.TimeS}}
 	prio := map[string]float64{}
@@ -139,17 +185,13 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 			continue
 		}
 		virt := s.a.VirtualGPUs(vc.Name)
-		var running []engine.Assignment
-		for _, j := range jobs {
-			if g, ok := s.a.Gang(j.ID); ok {
-				running = append(running, assignmentOf(j.ID, slices.Concat(g.Virtual...), virt))
-			}
-		}
+		running := running(jobs, func(g cells.Gang) []string { return slices.Concat(g.Virtual...) }, virt)
 		var gpus []engine.GPU
 		for _, g := range virt {
 			gpus = append(gpus, engine.GPU{ID: g.Addr, Type: g.Type, Server: g.Node, Failed: g.Bad})
 		}
-		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
+		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running,
+			Pairs: pairsAmong(snap.Pairs, jobs)})
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", vc.Name, err)
 		}
@@ -160,13 +202,13 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 		}
 	}
 	if s.opp != nil {
-		if err := s.roundOpportunistic(snap, res, prio); err != nil {
+		if err := s.roundOpportunistic(snap, res, prio, running); err != nil {
 			return nil, err
 		}
 	}
 	// Merge: every placed job, in placement order.
 	phys := s.a.PhysicalGPUs()
-	now := map[string]bool{}
+	now := map[string]bool{} // jobs placed
 	for _, id := range s.a.Gangs() {
 		g, _ := s.a.Gang(id)
 		ids := slices.Concat(g.Members...)
@@ -174,7 +216,8 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 		if slices.Equal(prev[id], ids) {
 			act = engine.Keep
 		}
-		a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: act, Priority: prio[id]}
+		jobs := s.jobsOf(id)
+		a := engine.Assignment{Jobs: jobs, GPUs: ids, Action: act, Priority: prio[jobs[0]]}
 		if len(ids) > 0 {
 			a.Type = typeOfGPU(phys, ids[0])
 		}
@@ -184,11 +227,15 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 			}
 		}
 		res.Plan.Assignments = append(res.Plan.Assignments, a)
-		now[id] = true
+		for _, j := range jobs {
+			now[j] = true
+		}
 	}
 	for _, id := range prevOrder {
-		if !now[id] {
-			res.Plan.Suspend = append(res.Plan.Suspend, id)
+		for _, j := range prevJobs[id] {
+			if !now[j] && !slices.Contains(res.Plan.Suspend, j) {
+				res.Plan.Suspend = append(res.Plan.Suspend, j)
+			}
 		}
 	}
 	return res, nil
@@ -196,7 +243,8 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 
 // roundOpportunistic runs the opportunistic engine on the healthy GPUs that
 // guaranteed gangs do not hold.
-func (s *CellLayer) roundOpportunistic(snap CellSnapshot, res *CellResult, prio map[string]float64) error {
+func (s *CellLayer) roundOpportunistic(snap CellSnapshot, res *CellResult, prio map[string]float64,
+	running func([]engine.Job, func(cells.Gang) []string, []cells.GPU) []engine.Assignment) error {
 	var jobs []engine.Job
 	for _, j := range snap.Jobs {
 		if j.Opportunistic {
@@ -223,19 +271,17 @@ func (s *CellLayer) roundOpportunistic(snap CellSnapshot, res *CellResult, prio 
 			gpus = append(gpus, engine.GPU{ID: g.Addr, Type: g.Type, Server: g.Node})
 		}
 	}
-	var running []engine.Assignment
-	for _, j := range jobs {
-		if g, ok := s.a.Gang(j.ID); ok {
-			running = append(running, assignmentOf(j.ID, slices.Concat(g.Members...), phys))
-		}
-	}
-	plan, err := s.opp.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running})
+	// A gang preempted by guaranteed work this round is gone: its jobs
+	// are not running for the opportunistic engine.
+	inForce := running(jobs, func(g cells.Gang) []string { return slices.Concat(g.Members...) }, phys)
+	plan, err := s.opp.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: inForce,
+		Pairs: pairsAmong(snap.Pairs, jobs)})
 	if err != nil {
 		return fmt.Errorf("round: opportunistic: %w", err)
 	}
 	res.OppPlan = plan
 	res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
-	return s.apply(plan, running, "", cells.Opportunistic, s.node, res, prio)
+	return s.apply(plan, inForce, "", cells.Opportunistic, s.node, res, prio)
 }
 
 // apply carries an engine plan out on the cell layer: running jobs not kept
@@ -245,14 +291,19 @@ func (s *CellLayer) roundOpportunistic(snap CellSnapshot, res *CellResult, prio 
 func (s *CellLayer) apply(plan *engine.Plan, running []engine.Assignment, vc string, class cells.Class, nodeOf map[string]string, res *CellResult, prio map[string]float64) error {
 	kept := map[string]bool{}
 	for _, a := range plan.Assignments {
-		prio[a.Jobs[0]] = a.Priority
+		for _, j := range a.Jobs {
+			prio[j] = a.Priority
+		}
 		if a.Action == engine.Keep {
-			kept[a.Jobs[0]] = true
+			kept[engine.UnitKey(a.Jobs)] = true
 		}
 	}
 	for _, r := range running {
-		if !kept[r.Jobs[0]] {
-			if err := s.a.Release(r.Jobs[0]); err != nil {
+		if id := engine.UnitKey(r.Jobs); !kept[id] {
+			if _, ok := s.a.Gang(id); !ok {
+				continue // preempted by guaranteed work this round
+			}
+			if err := s.release(id); err != nil {
 				return err
 			}
 		}
@@ -261,16 +312,14 @@ func (s *CellLayer) apply(plan *engine.Plan, running []engine.Assignment, vc str
 		if a.Action == engine.Keep {
 			continue
 		}
-		if len(a.Jobs) != 1 {
-			return fmt.Errorf("round: packed units (%v) are not supported", a.Jobs)
-		}
+		id := engine.UnitKey(a.Jobs) // a pair is one gang: its GPUs in one VC's cells
 		// The engine chose the GPU type (its received time and priorities
 		// are per type): the cells place the gang on that type. Without it
 		// the first cells that fit took the job whatever type the engine
 		// chose, so a job the engine moved to a type it had received no
 		// time on stayed where it was, kept top priority there every round,
 		// and jobs beyond the VC's GPUs starved.
-		req := cells.Request{ID: a.Jobs[0], VC: vc, Class: class, Members: splitByNode(a.GPUs, nodeOf), GPUType: a.Type}
+		req := cells.Request{ID: id, VC: vc, Class: class, Members: splitByNode(a.GPUs, nodeOf), GPUType: a.Type}
 		pl, err := s.a.Allocate(req)
 		if errors.Is(err, cells.ErrWait) {
 			req.Members = slices.Repeat([]int{1}, len(a.GPUs))
@@ -279,13 +328,19 @@ func (s *CellLayer) apply(plan *engine.Plan, running []engine.Assignment, vc str
 			}
 		}
 		if errors.Is(err, cells.ErrWait) {
-			res.Dropped = append(res.Dropped, a.Jobs[0])
+			res.Dropped = append(res.Dropped, a.Jobs...)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("round: job %s: %w", a.Jobs[0], err)
+			return fmt.Errorf("round: job %s: %w", id, err)
 		}
-		res.Preempted = append(res.Preempted, pl.Preempted...)
+		if len(a.Jobs) == 2 {
+			s.pairs[id] = a.Jobs
+		}
+		for _, g := range pl.Preempted {
+			res.Preempted = append(res.Preempted, s.jobsOf(g)...)
+			delete(s.pairs, g)
+		}
 	}
 	return nil
 }
@@ -306,9 +361,28 @@ func splitByNode(ids []string, nodeOf map[string]string) []int {
 	return n
 }
 
-// assignment describes a running gang to an engine, on the GPUs of gpus.
-func assignmentOf(id string, ids []string, gpus []cells.GPU) engine.Assignment {
-	a := engine.Assignment{Jobs: []string{id}, GPUs: ids, Action: engine.Keep}
+// pairsAmong are the pairs of two of jobs.
+func pairsAmong(pairs []engine.Pair, jobs []engine.Job) []engine.Pair {
+	if len(pairs) == 0 {
+		return nil
+	}
+	in := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		in[j.ID] = true
+	}
+	var out []engine.Pair
+	for _, p := range pairs {
+		if in[p.Jobs[0]] && in[p.Jobs[1]] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// assignmentOf describes a running gang (one job, or a pair) to an
+// engine, on the GPUs of gpus.
+func assignmentOf(jobs []string, ids []string, gpus []cells.GPU) engine.Assignment {
+	a := engine.Assignment{Jobs: jobs, GPUs: ids, Action: engine.Keep}
 	for _, gid := range ids {
 		for _, g := range gpus {
 			if g.Addr == gid {

@@ -33,6 +33,9 @@ type CellsConfig struct {
 	// Selectors, when set, replace NodeOfCell: each top cell's node cells
 	// are resolved every round against the snapshot's nodes (selectors.go).
 	Selectors []Selector
+	// NoSpaceSharing names the VCs whose engines are offered no pairs
+	// (space_sharing = false).
+	NoSpaceSharing map[string]bool
 }
 
 // Cells decides a round for virtual clusters declared with cells: the
@@ -182,17 +185,31 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 		vs.Jobs = append(vs.Jobs, CellJob{Job: j, VC: j.VC, Opportunistic: opp})
 	}
+	if len(s.Pairs) > 0 {
+		class := make(map[string]CellJob, len(vs.Jobs))
+		for _, j := range vs.Jobs {
+			class[j.ID] = j
+		}
+		for _, p := range s.Pairs {
+			a, okA := class[p.Jobs[0]]
+			b, okB := class[p.Jobs[1]]
+			if okA && okB && a.Opportunistic == b.Opportunistic && (a.Opportunistic || a.VC == b.VC && !d.cfg.NoSpaceSharing[a.VC]) {
+				vs.Pairs = append(vs.Pairs, p)
+			}
+		}
+	}
 	res, err := d.s.Round(vs)
 	if err != nil {
 		return nil, err
 	}
 	running := map[string][]string{} // job -> its GPUs, sorted
 	held := map[string][]string{}    // job -> its GPUs as observed
+	unit := map[string]string{}      // job -> its unit in force (alone, or its pair)
 	for _, r := range s.Running {
 		ids := slices.Clone(r.GPUs)
 		slices.Sort(ids)
 		for _, j := range r.Jobs {
-			running[j], held[j] = ids, r.GPUs
+			running[j], held[j], unit[j] = ids, r.GPUs, engine.UnitKey(r.Jobs)
 		}
 	}
 	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
@@ -220,8 +237,8 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		sorted := slices.Clone(out.GPUs)
 		slices.Sort(sorted)
 		out.Action = engine.Start
-		if len(a.Jobs) == 1 && slices.Equal(running[a.Jobs[0]], sorted) {
-			// Same GPUs: kept, in the order it holds them.
+		if unit[a.Jobs[0]] == engine.UnitKey(a.Jobs) && slices.Equal(running[a.Jobs[0]], sorted) {
+			// Same unit on the same GPUs: kept, in the order it holds them.
 			out.Action, out.GPUs = engine.Keep, held[a.Jobs[0]]
 		}
 		for _, j := range a.Jobs {

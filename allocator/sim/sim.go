@@ -134,6 +134,11 @@ type Options struct {
 	// and Engine.Policy only names the run. Each job's VC and class come
 	// from the trace (trace.Job.VC, Opportunistic). Not with Ideal.
 	Decider loop.Decider
+	// Pairs offers the Decider colocated pairs (space sharing: every two
+	// active jobs of equal scale factor the table measured together); the
+	// per-VC deciders give each VC's engine its jobs' pairs when its
+	// policy packs. A single engine gets them when its policy packs.
+	Pairs bool
 	// MeasureNoise, when > 0, makes jobs report measured throughputs with
 	// lognormal noise of this sigma, learned by the estimating stage
 	// (measure.go); 0 decides on the true throughputs. Not with Ideal.

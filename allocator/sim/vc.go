@@ -91,9 +91,11 @@ func (s *simulator) buildNodes() error {
 	return nil
 }
 
-// packs reports whether the snapshot offers colocated pairs: only to a
-// packing single engine (the per-VC deciders place jobs alone).
-func (s *simulator) packs() bool { return s.eng != nil && s.eng.Packing() }
+// packs reports whether the snapshot offers colocated pairs: to a packing
+// single engine, or to the per-VC deciders when Options.Pairs.
+func (s *simulator) packs() bool {
+	return s.eng != nil && s.eng.Packing() || s.o.Decider != nil && s.o.Pairs
+}
 
 // vcIntents counts, in VC mode, the jobs each plan stops (suspend, preempt,
 // migrate) per VC (guaranteed jobs) and for the opportunistic class.

@@ -292,3 +292,61 @@ func TestVCCellsFaults(t *testing.T) {
 		t.Errorf("plain-syntax target under VC mode: %v", err)
 	}
 }
+
+// TestVCPacking: space sharing inside VCs (issue 13). Two quota-only VCs
+// on one V100 type, heavily loaded, one packed; with Options.Pairs the
+// packed VC's engine colocates its own jobs (some micro-task runs two jobs,
+// both of that VC, never the other's) and its jobs finish sooner than
+// under the same VC with max_min_fairness_perf, while the unpacked VC's
+// jobs are unaffected (each VC is its own private cluster; rounds on the
+// grid, so that VC a's micro-tasks do not move round ends).
+func TestVCPacking(t *testing.T) {
+	run := func(policy string) (map[string]float64, int) {
+		dec, err := round.NewQuota([]round.QuotaVC{
+			{Name: "a", Policy: policy, GPUs: map[string]int{"v100": 4}},
+			{Name: "b", Policy: "max_min_fairness_perf", GPUs: map[string]int{"v100": 4}},
+		}, rhcl.DefaultVCPolicy, 360, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var jobs []trace.Job
+		for _, j := range vcJobs(t, 80, 1, []string{"a", "b"}) {
+			j.Opportunistic = false
+			jobs = append(jobs, j)
+		}
+		pairs := 0
+		o := Options{Nodes: ServerNodes(map[string]int{"v100": 8}, 4), Decider: dec, Pairs: true, RoundGrid: true,
+			Engine: engine.Config{Policy: "quota", RoundS: 360}}
+		o.observe = func(s *simulator) {
+			for _, m := range s.running {
+				if len(m.jobs) == 2 {
+					pairs++
+					if m.jobs[0].tj.VC != "a" || m.jobs[1].tj.VC != "a" {
+						t.Fatalf("pair of VCs %s and %s", m.jobs[0].tj.VC, m.jobs[1].tj.VC)
+					}
+				}
+			}
+		}
+		res, err := Run(&SliceSource{Jobs: jobs}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, v := range res.VCs {
+			out[v.Name] = v.AvgJCTS
+		}
+		return out, pairs
+	}
+	packed, np := run("max_min_fairness_packed")
+	perf, nq := run("max_min_fairness_perf")
+	t.Logf("VC a avg JCT: packed %.0f s (%d paired micro-tasks), perf %.0f s; VC b %.0f / %.0f s", packed["a"], np, perf["a"], packed["b"], perf["b"])
+	if np == 0 || nq != 0 {
+		t.Fatalf("paired micro-tasks: packed %d, perf %d", np, nq)
+	}
+	if packed["a"] >= perf["a"] {
+		t.Errorf("packing did not help VC a: %.0f s vs %.0f s", packed["a"], perf["a"])
+	}
+	if packed["b"] != perf["b"] {
+		t.Errorf("VC b changed with VC a's policy: %.0f s vs %.0f s", packed["b"], perf["b"])
+	}
+}

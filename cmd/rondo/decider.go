@@ -57,8 +57,13 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		}
 		pols = append(pols, p)
 	}
+	noSharing := map[string]bool{}
+	for _, v := range cfg.VCs {
+		noSharing[v.Name] = !v.SpaceSharing
+	}
 	v, err := round.NewCells(round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
-		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn})
+		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn,
+		NoSpaceSharing: noSharing})
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +90,16 @@ func vcEntities(v rhcl.VC) map[string]policies.Entity {
 }
 
 // shareGroup is the Nomad backend's ShareGroup for a config (space
-// sharing): which jobs the round may be offered as pairs. Jobs of one
-// quota-only VC whose policy packs and whose space_sharing is on share
-// among themselves; opportunistic jobs among themselves when their policy
-// packs; without VC shares, every job when the cluster's policy packs and
-// the VC (if declared) allows it. Cells offer no pairs yet (the cell layer
-// places one job per gang). nil: no pairs at all.
+// sharing): which jobs the round may be offered as pairs. Jobs of one VC
+// (quota-only or of cells) whose policy packs and whose space_sharing is
+// on share among themselves; opportunistic jobs among themselves when
+// their policy packs; without VC shares or cells, every job when the
+// cluster's policy packs and the VC (if declared) allows it. nil: no
+// pairs at all. The deciders filter the pairs the same way (round.Quota,
+// round.Cells), so the simulator, which offers every pair, decides alike.
 func shareGroup(cfg *rhcl.Config, policy string) func(vc string, opportunistic bool) (string, bool) {
 	switch {
-	case len(cfg.Cells) > 0:
-		return nil
-	case cfg.QuotaOnly():
+	case cfg.QuotaOnly() || len(cfg.Cells) > 0 && len(cfg.VCs) > 0:
 		ok := map[string]bool{}
 		any := names.Packs(rhcl.DefaultVCPolicy)
 		for _, v := range cfg.VCs {

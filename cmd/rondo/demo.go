@@ -29,6 +29,7 @@ type demoCmd struct {
 	round     string
 	duration  time.Duration
 	leaseAddr string
+	sharing   bool
 }
 
 func newDemoCmd() *demoCmd {
@@ -40,6 +41,7 @@ func newDemoCmd() *demoCmd {
 	c.flags.StringVar(&c.leaseAddr, "lease-addr", "127.0.0.1:4701", "the agent's lease/progress API address (the jobs report to it)")
 	c.flags.StringVar(&c.round, "round", "", "round length override, e.g. 10s")
 	c.flags.DurationVar(&c.duration, "for", 0, "stop after this long (default: until Ctrl-C)")
+	c.flags.BoolVar(&c.sharing, "space-sharing", false, "space sharing: every fake GPU also advertises two MPS shares and the agent runs cluster-packed.hcl (max_min_fairness_packed, no cells), so pairs of jobs share GPUs")
 	return c
 }
 
@@ -101,8 +103,16 @@ func (c *demoCmd) Run(args []string) int {
 		return c.fail(err)
 	}
 	fmt.Fprintln(c.stdout, "==> starting Nomad: 1 server, 3 clients in node pool \"rondo\" (4 x V100, 4 x P100, 4 x K80, fake)")
+	clients, config := cluster.DefaultClients(), filepath.Join(c.jobs, "cluster.hcl")
+	if c.sharing {
+		for i := range clients {
+			clients[i].MPSShares = 2
+		}
+		config = filepath.Join(c.jobs, "cluster-packed.hcl")
+		fmt.Fprintln(c.stdout, "==> space sharing: two MPS shares per GPU, policy max_min_fairness_packed")
+	}
 	cl, err := cluster.Start(cluster.Options{Dir: filepath.Join(dir, "cluster"), Nomad: nomad, PluginDir: plugins,
-		Clients: cluster.DefaultClients(), LogLevel: "INFO"})
+		Clients: clients, LogLevel: "INFO"})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -112,7 +122,7 @@ func (c *demoCmd) Run(args []string) int {
 		fmt.Fprintf(c.stdout, "==> done; logs are under %s\n", dir)
 	}()
 
-	agentArgs := []string{"agent", "-config", filepath.Join(c.jobs, "cluster.hcl"), "-nomad-addr", cl.Address, "-addr", c.addr,
+	agentArgs := []string{"agent", "-config", config, "-nomad-addr", cl.Address, "-addr", c.addr,
 		"-lease-addr", c.leaseAddr}
 	if c.round != "" {
 		agentArgs = append(agentArgs, "-round", c.round)

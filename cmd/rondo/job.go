@@ -71,7 +71,11 @@ func printJobs(w interface{ Write([]byte) (int, error) }, jobs []agent.JobStatus
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "Job\tVC\tState\tType\tGPUs\tRounds\tProgress\tSteps/s\tETA")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f/%.0f\t%s\t%s\n", j.ID, orDash(j.VC), j.State, orDash(j.Type), j.ScaleFactor,
+		typ := orDash(j.Type)
+		if j.With != "" {
+			typ += " shared with " + j.With // space sharing: an MPS share of each GPU
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f/%.0f\t%s\t%s\n", j.ID, orDash(j.VC), j.State, typ, j.ScaleFactor,
 			j.Rounds, j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
 	}
 	tw.Flush()
@@ -104,6 +108,9 @@ func (c *jobStatus) Run(args []string) int {
 			fmt.Fprintf(c.stdout, "ID:         %s\nVC:         %s\nState:      %s\nType:       %s\nGPUs:       %d %s\nRounds:     %d\nProgress:   %.0f/%.0f steps\nThroughput: %s steps/s\nETA:        %s\n",
 				j.ID, orDash(j.VC), j.State, orDash(j.Type), j.ScaleFactor, strings.Join(j.GPUs, ","), j.Rounds,
 				j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
+			if j.With != "" {
+				fmt.Fprintf(c.stdout, "Shared with: %s (each on an MPS share of the GPUs)\n", j.With)
+			}
 			if j.MaxWorkers > 0 {
 				fmt.Fprintf(c.stdout, "Workers:    %d (elastic %d..%d)\n", j.Workers, j.MinWorkers, j.MaxWorkers)
 			}

@@ -617,6 +617,7 @@ func (c *simulateCmd) runVCSim() int {
 	warn := func(msg string, args ...any) {
 		fmt.Fprintf(c.stderr, "rondo simulate: warning: %s%s\n", msg, kvString(args))
 	}
+	o.Pairs = shareGroup(cfg, "") != nil // some VC's policy packs and allows sharing
 	if o.Decider, err = vcDecider(cfg, c.round, false, warn); err != nil {
 		return c.fail(err)
 	}
