@@ -164,6 +164,10 @@ func (s *stack) runSharing(prefix string, jobs []trace.Job, R int) (jct []float6
 	ag.stop()
 	close(stop)
 	wg.Wait()
+	if dir := os.Getenv("RONDO_E2E_LOGS"); dir != "" {
+		// Keep the agent's log (its decisions) for a look after the test.
+		os.WriteFile(filepath.Join(dir, "sharing-"+prefix+".log"), []byte(ag.logs()), 0o644)
+	}
 	for _, id := range ids {
 		end, _ := lastTaskEnd(c, id)
 		jct = append(jct, end.Sub(submit).Seconds())

@@ -41,6 +41,7 @@ type simulator struct {
 	led      *ledger.Ledger       // received time (jobState.received, pairState.recv are its accounts)
 	pairs    map[string]*pairState
 	pairTput map[[2]throughputs.Key]map[string][2]float64
+	viewTput map[[2]throughputs.Key]map[string][2]float64 // the policy's (HiddenPairs)
 	// pairList is the snapshot's pairs, rebuilt only when pairsDirty.
 	pairList   []engine.Pair
 	pairsDirty bool
@@ -199,7 +200,7 @@ func (s *simulator) addJob(tj trace.Job) {
 			if a.tj.ScaleFactor != js.tj.ScaleFactor {
 				continue
 			}
-			tp := s.pairKeys(a, js)
+			tp := s.pairView(a, js)
 			useful := false
 			for _, v := range tp {
 				useful = useful || (v[0] > 0 && v[1] > 0)
@@ -343,6 +344,12 @@ func (s *simulator) complete() {
 			if js.remaining <= 0 {
 				js.done = true
 				js.finish = m.finish
+				if len(m.jobs) == 2 && !s.o.Engine.GavelCompat && m.tput[i] > 0 {
+					// A job of a pair finishes at its own last step (its
+					// task exits then), not at its partner's; Gavel
+					// records the pair's micro-task end (GavelCompat).
+					js.finish = m.start() + m.cost + m.steps[i]/m.tput[i]
+				}
 				if s.inWindow(js.tj.ID) {
 					s.windowDone++
 				}
@@ -386,6 +393,30 @@ func (s *simulator) complete() {
 		s.active[i] = nil
 	}
 	s.active = kept
+}
+
+// pairView is what the policy is told of a pair's throughputs: the table's,
+// or with Options.HiddenPairs the estimate of a hidden pair (the pair then
+// runs at the table's, pairKeys).
+func (s *simulator) pairView(a, b *jobState) map[string][2]float64 {
+	if s.o.HiddenPairs == nil {
+		return s.pairKeys(a, b)
+	}
+	k := [2]throughputs.Key{a.tj.Key(), b.tj.Key()}
+	if v, ok := s.viewTput[k]; ok {
+		return v
+	}
+	v := map[string][2]float64{}
+	for _, t := range s.types {
+		if p, ok := s.o.HiddenPairs.Pair(s.tb, k[0], k[1], t); ok {
+			v[t] = p
+		}
+	}
+	if s.viewTput == nil {
+		s.viewTput = map[[2]throughputs.Key]map[string][2]float64{}
+	}
+	s.viewTput[k] = v
+	return v
 }
 
 func (s *simulator) pairKeys(a, b *jobState) map[string][2]float64 {

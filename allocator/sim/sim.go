@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
@@ -139,6 +140,10 @@ type Options struct {
 	// per-VC deciders give each VC's engine its jobs' pairs when its
 	// policy packs. A single engine gets them when its policy packs.
 	Pairs bool
+	// HiddenPairs, when set, is the policy's view of pair throughputs: a
+	// hidden pair's estimate (estimator.HidePairs) instead of the table's;
+	// pairs still run at the table's.
+	HiddenPairs *estimator.Hidden
 	// MeasureNoise, when > 0, makes jobs report measured throughputs with
 	// lognormal noise of this sigma, learned by the estimating stage
 	// (measure.go); 0 decides on the true throughputs. Not with Ideal.
@@ -239,7 +244,12 @@ type Result struct {
 	// throughputs the decider used, over every round, job and measured
 	// type (--measure-noise only).
 	EstimateErrorMean float64 `json:"estimate_error_mean,omitempty"`
-	Finished          bool    `json:"finished"`
+	// HiddenPairs is how many unordered pairs Options.HiddenPairs hid
+	// (over all GPU types) and HiddenPairMRE the mean relative error of
+	// their estimates (normalized throughputs).
+	HiddenPairs   int     `json:"hidden_pairs,omitempty"`
+	HiddenPairMRE float64 `json:"hidden_pair_mre,omitempty"`
+	Finished      bool    `json:"finished"`
 	// VCs are the per-VC metrics of guaranteed jobs and Opportunistic those
 	// of opportunistic jobs (VC mode only, vc.go).
 	VCs           []VCResult `json:"vcs,omitempty"`

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/cli"
 	"github.com/mattn/go-isatty"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
@@ -29,7 +30,7 @@ type simulateCmd struct {
 	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
 	faultsFile                                                              string
 	perServer, jobs, maxActive                                              int
-	rate, round, preempt, startCost, maxTime, measureNoise                  float64
+	rate, round, preempt, startCost, maxTime, measureNoise, hidePairs       float64
 	seed                                                                    int64
 	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
 	vc                                                                      vcFlags
@@ -63,6 +64,7 @@ func newSimulate() *simulateCmd {
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
+	f.Float64Var(&c.hidePairs, "hide-pairs", 0, "hide this fraction of the table's measured pairs (per GPU type, seeded by --seed) from the packing policy, which sees their matrix-completion estimates instead (estimator.HidePairs); they still run at the table's throughputs")
 	f.Float64Var(&c.measureNoise, "measure-noise", 0, "jobs report measured throughputs, true × exp(N(0, SIGMA)) (seeded by --seed), that the round's estimator learns (0: decide on the true throughputs)")
 	return c
 }
@@ -134,6 +136,14 @@ func (c *simulateCmd) Run(args []string) int {
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
+	}
+	if !(c.hidePairs >= 0 && c.hidePairs < 1) {
+		return c.fail(fmt.Errorf("--hide-pairs %v: want a fraction in [0, 1)", c.hidePairs))
+	}
+	if c.hidePairs > 0 {
+		if o.HiddenPairs, err = estimator.HidePairs(tb, c.hidePairs, uint64(c.seed), estimator.DefaultOptions); err != nil {
+			return c.fail(err)
+		}
 	}
 	if c.measureNoise > 0 && c.ideal {
 		return c.fail(fmt.Errorf("--measure-noise is not supported with --ideal (nothing runs in rounds to measure)"))
@@ -216,6 +226,9 @@ func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	if h := o.HiddenPairs; h != nil {
+		res.HiddenPairs, res.HiddenPairMRE = h.Pairs, h.MRE
+	}
 	if c.outDir != "" {
 		if err := writeJobsCSV(c.outDir, res.Jobs); err != nil {
 			return c.fail(err)
@@ -233,6 +246,10 @@ func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
 		if o.Faults != nil {
 			fmt.Fprintf(c.stdout, "faults: %d GPU failures, %d micro-tasks interrupted (preemptions include their jobs)\n",
 				res.GPUFailures, res.FaultInterruptions)
+		}
+		if h := o.HiddenPairs; h != nil {
+			fmt.Fprintf(c.stdout, "hidden pairs: %d, estimated by matrix completion (normalized throughput MAE %.3f, MRE %.1f%%)\n",
+				h.Pairs, h.MAE, 100*h.MRE)
 		}
 		if o.MeasureNoise > 0 {
 			fmt.Fprintf(c.stdout, "measured throughputs (noise sigma %g): estimates off by %.2f%% on average\n",
