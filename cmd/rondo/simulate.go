@@ -137,13 +137,8 @@ func (c *simulateCmd) Run(args []string) int {
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
 	}
-	if !(c.hidePairs >= 0 && c.hidePairs < 1) {
-		return c.fail(fmt.Errorf("--hide-pairs %v: want a fraction in [0, 1)", c.hidePairs))
-	}
-	if c.hidePairs > 0 {
-		if o.HiddenPairs, err = estimator.HidePairs(tb, c.hidePairs, uint64(c.seed), estimator.DefaultOptions); err != nil {
-			return c.fail(err)
-		}
+	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
+		return c.fail(err)
 	}
 	if c.measureNoise > 0 && c.ideal {
 		return c.fail(fmt.Errorf("--measure-noise is not supported with --ideal (nothing runs in rounds to measure)"))
@@ -163,6 +158,18 @@ func (c *simulateCmd) Run(args []string) int {
 		}
 	}
 	return c.simulate(src, o)
+}
+
+// hiddenPairs is --hide-pairs: nil at 0, else the table with that
+// fraction of its pairs hidden and estimated (seeded by --seed).
+func (c *simulateCmd) hiddenPairs(tb *throughputs.Table) (*estimator.Hidden, error) {
+	if !(c.hidePairs >= 0 && c.hidePairs < 1) {
+		return nil, fmt.Errorf("--hide-pairs %v: want a fraction in [0, 1)", c.hidePairs)
+	}
+	if c.hidePairs == 0 {
+		return nil, nil
+	}
+	return estimator.HidePairs(tb, c.hidePairs, uint64(c.seed), estimator.DefaultOptions)
 }
 
 // source is the --trace: Gavel's continuous or static generator, or a

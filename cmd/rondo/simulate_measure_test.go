@@ -113,3 +113,24 @@ func TestSimulateMeasureNoiseVCs(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateHidePairs: --hide-pairs out of [0, 1) is a one-line error; a
+// packed run with half the pairs hidden reports how many and their error,
+// and finishes.
+func TestSimulateHidePairs(t *testing.T) {
+	args := []string{"simulate", "--policy", "max_min_fairness_packed", "--cluster", "v100=2,p100=2,k80=2", "--trace", "static", "--jobs", "12", "--seed", "3", "--json"}
+	for _, v := range []string{"1", "-0.5", "NaN"} {
+		code, out, errOut := runCaptured(t, append(args, "--hide-pairs", v)...)
+		if want := "rondo simulate: --hide-pairs " + v + ": want a fraction in [0, 1)\n"; code != 1 || errOut != want || out != "" {
+			t.Errorf("--hide-pairs %s: code %d, stderr %q: want %q", v, code, errOut, want)
+		}
+	}
+	code, out, errOut := runCaptured(t, append(args, "--hide-pairs", "0.5")...)
+	var res map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("code %d, %s %s", code, out, errOut)
+	}
+	if n, _ := res["hidden_pairs"].(float64); n < 100 || res["hidden_pair_mre"].(float64) <= 0 || res["finished"] != true {
+		t.Errorf("result %v", res)
+	}
+}

@@ -587,6 +587,9 @@ func (c *simulateCmd) runVCSim() int {
 		Throughputs: tb, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
 	}
+	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
+		return c.fail(err)
+	}
 	capacity, err := vcCapacity(cfg)
 	if err != nil {
 		return c.fail(err)
