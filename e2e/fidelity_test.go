@@ -150,18 +150,7 @@ func testFidelity(t *testing.T, n int, seed int64) {
 		submit[i] = time.Now()
 		s.submitSpec(ids[i], s.fidelityJobHCL(j))
 	}
-	s.waitFor(30*time.Minute, "every fidelity job done", func() (bool, error) {
-		for i, id := range ids {
-			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
-			if err != nil || ck.Steps < jobs[i].TotalSteps {
-				return false, nil
-			}
-			if _, ok := lastTaskEnd(c, id); !ok {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	s.waitTrained(30*time.Minute, "every fidelity job done", ids, jobs)
 	ag.stop()
 	nomadJCT := make([]float64, len(jobs))
 	restarts := 0
@@ -275,6 +264,23 @@ func (s *stack) calibrateStartCost(R, rounds int) float64 {
 	t.Logf("calibration: task start latency after the round start: mean %.2fs, median %.2fs, min %.2fs, max %.2fs over %d starts",
 		m, sim.Percentile(lat, 50), lat[0], lat[len(lat)-1], len(lat))
 	return m
+}
+
+// waitTrained waits until every job ids[i] checkpointed jobs[i]'s steps
+// and Nomad recorded its last task's end.
+func (s *stack) waitTrained(timeout time.Duration, what string, ids []string, jobs []trace.Job) {
+	s.waitFor(timeout, what, func() (bool, error) {
+		for i, id := range ids {
+			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
+			if err != nil || ck.Steps < jobs[i].TotalSteps {
+				return false, nil
+			}
+			if _, ok := lastTaskEnd(s.c.API, id); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // firstRound waits for the agent's first round and returns its start.

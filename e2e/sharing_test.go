@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
-	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -149,18 +148,7 @@ func (s *stack) runSharing(prefix string, jobs []trace.Job, R int) (jct []float6
 	}()
 	ag := s.startAgent(fmt.Sprintf("%ds", R))
 	submit := s.firstRound(ag, R) // the simulator's time 0: every job has arrived
-	s.waitFor(15*time.Minute, prefix+" jobs done", func() (bool, error) {
-		for i, id := range ids {
-			ck, err := rnomad.ReadCheckpoint(filepath.Join(s.ckpt, id))
-			if err != nil || ck.Steps < jobs[i].TotalSteps {
-				return false, nil
-			}
-			if _, ok := lastTaskEnd(c, id); !ok {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	s.waitTrained(15*time.Minute, prefix+" jobs done", ids, jobs)
 	ag.stop()
 	close(stop)
 	wg.Wait()

@@ -18,6 +18,18 @@ func spec() cells.Spec {
 	}
 }
 
+// twoNodes: cells a and b of spec() as Nomad nodes node-a and node-b (ids
+// id-node-*), two V100s each.
+func twoNodes() []engine.GPU {
+	var gpus []engine.GPU
+	for _, n := range []string{"node-a", "node-b"} {
+		for _, g := range []string{"g0", "g1"} {
+			gpus = append(gpus, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
+		}
+	}
+	return gpus
+}
+
 func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 	class := map[string]class{"r0": {vc: "research"}, "r1": {vc: "research"}, "r2": {vc: "research"},
 		"p0": {vc: "prod"}, "o0": {vc: "research", opp: true}, "x": {vc: "nowhere"}}
@@ -26,12 +38,7 @@ func TestRoundHonoursVCsAndKeeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &engine.Snapshot{TimeS: 0}
-	for _, n := range []string{"node-a", "node-b"} {
-		for _, g := range []string{"g0", "g1"} {
-			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
-		}
-	}
+	s := &engine.Snapshot{GPUs: twoNodes()}
 	for _, id := range []string{"r0", "r1", "r2", "p0", "o0", "x"} {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			TotalSteps: 100, RemainingSteps: 100})
@@ -139,12 +146,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		}
 		return d
 	}
-	s := &engine.Snapshot{}
-	for _, n := range []string{"node-a", "node-b"} {
-		for _, g := range []string{"g0", "g1"} {
-			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
-		}
-	}
+	s := &engine.Snapshot{GPUs: twoNodes()}
 	tput := map[string]float64{"r0": 1, "r1": 2, "r2": 3, "p0": 1, "o0": 1}
 	for _, id := range []string{"r0", "r1", "r2", "p0", "o0"} {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": tput[id]}, Weight: 1,
@@ -201,12 +203,7 @@ func TestPlanCarriesEveryEnginesX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &engine.Snapshot{}
-	for _, n := range []string{"node-a", "node-b"} {
-		for _, g := range []string{"g0", "g1"} {
-			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
-		}
-	}
+	s := &engine.Snapshot{GPUs: twoNodes()}
 	for _, id := range []string{"r0", "r1", "r2", "p0", "o0"} {
 		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
 			TotalSteps: 100, RemainingSteps: 100})

@@ -23,12 +23,7 @@ func TestEntitiesPerVC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &engine.Snapshot{}
-	for _, n := range []string{"node-a", "node-b"} {
-		for _, g := range []string{"g0", "g1"} {
-			s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
-		}
-	}
+	s := &engine.Snapshot{GPUs: twoNodes()}
 	for _, j := range [][4]string{{"r0", "research", "a", ""}, {"r1", "research", "", "a"}, {"r2", "research", "b", ""},
 		{"r3", "research", "", "b"}, {"p0", "prod", "a", ""}, {"p1", "prod", "b", ""}, {"p2", "prod", "", "b"}} {
 		s.Jobs = append(s.Jobs, engine.Job{ID: j[0], VC: j[1], Entity: j[2], User: j[3], ScaleFactor: 1,

@@ -21,12 +21,7 @@ func TestCellsPairs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &engine.Snapshot{}
-		for _, n := range []string{"node-a", "node-b"} {
-			for _, g := range []string{"g0", "g1"} {
-				s.GPUs = append(s.GPUs, engine.GPU{ID: n + "-" + g, Type: "v100", Server: "id-" + n})
-			}
-		}
+		s := &engine.Snapshot{GPUs: twoNodes()}
 		ids := []string{"r0", "r1", "r2", "r3", "p0", "p1", "p2", "o0"}
 		for _, id := range ids {
 			s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
