@@ -96,7 +96,7 @@ func (s *stack) fidelityJobHCL(j trace.Job) string {
 
 // TestFidelity is the short fidelity check in make test: 12 jobs.
 func TestFidelity(t *testing.T) {
-	testFidelity(t, 12, 0)
+	testFidelity(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS), 12, 0, false)
 }
 
 // TestLongFidelity is the full one (make test-long): 32 jobs.
@@ -104,7 +104,36 @@ func TestLongFidelity(t *testing.T) {
 	if os.Getenv("RONDO_LONG") == "" {
 		t.Skip("long: set RONDO_LONG=1 (make test-long)")
 	}
-	testFidelity(t, 32, 1)
+	testFidelity(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS), 32, 1, false)
+}
+
+// fidelityPackedConfig: fidelityConfig's VCs with packed policies.
+const fidelityPackedConfig = `round_seconds = %d
+vc "las" {
+  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
+  policy = "max_min_fairness_packed"
+}
+vc "fifo" {
+  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
+  policy = "fifo_packed"
+}
+`
+
+// TestLongSpaceSharingFidelity (make test-long; issue 13): the fidelity
+// run with space sharing: every GPU also advertises two MPS shares, both
+// VCs pack (LAS and FIFO), 32 jobs. Besides the fidelity bounds, pairs
+// must run on shares of one GPU, and no poll of Nomad's allocations may
+// see a GPU held exclusively and shared at once. The short version in
+// make test is TestSpaceSharingOnNomad.
+func TestLongSpaceSharingFidelity(t *testing.T) {
+	if os.Getenv("RONDO_LONG") == "" {
+		t.Skip("long: set RONDO_LONG=1 (make test-long)")
+	}
+	clients := fidelityClients()
+	for i := range clients {
+		clients[i].MPSShares = 2
+	}
+	testFidelity(t, clients, fmt.Sprintf(fidelityPackedConfig, fidelityRoundS), 32, 1, true)
 }
 
 // testFidelity: the same trace on the Nomad cluster and in `rondo
@@ -122,9 +151,11 @@ func TestLongFidelity(t *testing.T) {
 //
 // It reports per-job JCT differences (median, p90, max) and the average
 // JCTs, checks that preemptions happened, and asserts the average JCT
-// within 5% and the p90 of per-job differences within 15%.
-func testFidelity(t *testing.T, n int, seed int64) {
-	s := startStackWith(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS))
+// within 5% and the p90 of per-job differences within 15%. With sharing,
+// it also polls Nomad's allocations (checkSharing) while the trace runs:
+// pairs must run, and the sharing invariant must hold on every poll.
+func testFidelity(t *testing.T, clients []cluster.ClientSpec, config string, n int, seed int64, sharing bool) {
+	s := startStackWith(t, clients, config)
 	c := s.c.API
 	const R = fidelityRoundS
 	startCost := s.calibrateStartCost(R, 4)
@@ -140,6 +171,10 @@ func testFidelity(t *testing.T, n int, seed int64) {
 		}
 	}
 	ag := s.startAgent(fmt.Sprintf("%ds", R))
+	var watch *sharingWatch
+	if sharing {
+		watch = watchSharing(c)
+	}
 	t1 := s.firstRound(ag, R)
 	for i, j := range jobs {
 		if j.ArrivalS == 0 {
@@ -152,6 +187,16 @@ func testFidelity(t *testing.T, n int, seed int64) {
 	}
 	s.waitTrained(30*time.Minute, "every fidelity job done", ids, jobs)
 	ag.stop()
+	if watch != nil {
+		paired, violations := watch.stop()
+		t.Logf("pairs seen on shares of one GPU: %v", paired)
+		if len(paired) == 0 {
+			t.Error("no two jobs ever ran on shares of one GPU")
+		}
+		if len(violations) > 0 {
+			t.Errorf("a GPU held exclusively and shared at once (or a share twice): %s", strings.Join(violations, "; "))
+		}
+	}
 	nomadJCT := make([]float64, len(jobs))
 	restarts := 0
 	for i, id := range ids {

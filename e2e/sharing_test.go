@@ -121,37 +121,12 @@ func (s *stack) runSharing(prefix string, jobs []trace.Job, R int) (jct []float6
 		ids[i] = fmt.Sprintf("%s%d", prefix, j.ID)
 		s.submitSpec(ids[i], s.jobHCL(ids[i], j.Model, int(j.TotalSteps), 1))
 	}
-	stop := make(chan struct{})
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(250 * time.Millisecond):
-			}
-			p, v := checkSharing(c)
-			mu.Lock()
-			for _, x := range p {
-				if !seen[x] {
-					seen[x] = true
-					paired = append(paired, x)
-				}
-			}
-			violations = append(violations, v...)
-			mu.Unlock()
-		}
-	}()
+	watch := watchSharing(c)
 	ag := s.startAgent(fmt.Sprintf("%ds", R))
 	submit := s.firstRound(ag, R) // the simulator's time 0: every job has arrived
 	s.waitTrained(15*time.Minute, prefix+" jobs done", ids, jobs)
 	ag.stop()
-	close(stop)
-	wg.Wait()
+	paired, violations = watch.stop()
 	if dir := os.Getenv("RONDO_E2E_LOGS"); dir != "" {
 		// Keep the agent's log (its decisions) for a look after the test.
 		os.WriteFile(filepath.Join(dir, "sharing-"+prefix+".log"), []byte(ag.logs()), 0o644)
@@ -161,6 +136,47 @@ func (s *stack) runSharing(prefix string, jobs []trace.Job, R int) (jct []float6
 		jct = append(jct, end.Sub(submit).Seconds())
 	}
 	return jct, paired, violations
+}
+
+// sharingWatch polls Nomad's allocations (checkSharing) every 250 ms until
+// stopped.
+type sharingWatch struct {
+	done       chan struct{}
+	wg         sync.WaitGroup
+	paired     []string // distinct pairs seen running, in order
+	violations []string
+}
+
+func watchSharing(c *api.Client) *sharingWatch {
+	w := &sharingWatch{done: make(chan struct{})}
+	seen := map[string]bool{}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			p, v := checkSharing(c)
+			for _, x := range p {
+				if !seen[x] {
+					seen[x] = true
+					w.paired = append(w.paired, x)
+				}
+			}
+			w.violations = append(w.violations, v...)
+		}
+	}()
+	return w
+}
+
+// stop ends the polling and returns what it saw.
+func (w *sharingWatch) stop() (paired, violations []string) {
+	close(w.done)
+	w.wg.Wait()
+	return w.paired, w.violations
 }
 
 // checkSharing reads every live allocation's devices once: the pairs of
