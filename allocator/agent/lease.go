@@ -70,7 +70,10 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	}
 	// A job sharing its GPUs reports its pair throughput: it is not the
 	// job's isolated throughput, so the estimator does not learn it as one.
-	if _, paired := a.partner[c.Job]; !paired && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+	// A report that names no partner, sent by an older client, is taken as
+	// paired when the decision in force pairs the job.
+	_, paired := a.partner[c.Job]
+	if p.Partner == "" && !paired && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
 		r := a.measured[c.Job][p.GPUType]
 		if r == nil {

@@ -48,7 +48,10 @@ type Grant struct {
 
 // Progress is one progress report.
 type Progress struct {
-	GPUType             string
+	GPUType string
+	// Partner is the job the reporter shares its GPUs with (space
+	// sharing): the throughput is then its pair throughput. "" alone.
+	Partner             string
 	StepsDone           int64
 	ThroughputStepsPerS float64
 	At                  time.Time // when the allocator received it
@@ -86,6 +89,7 @@ type ProgressRequest struct {
 	StepsDone           *int64   `json:"steps_done"`
 	ThroughputStepsPerS *float64 `json:"throughput_steps_per_s"`
 	GPUType             string   `json:"gpu_type"`
+	Partner             string   `json:"partner,omitempty"`
 }
 
 // LeaseRequest is the body of POST /v1/lease.
@@ -286,12 +290,14 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 		err = badField("gpu_type", "required")
 	case len(req.GPUType) > 128:
 		err = badField("gpu_type", "longer than 128 bytes")
+	case len(req.Partner) > 256:
+		err = badField("partner", "longer than 256 bytes")
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	p := Progress{GPUType: req.GPUType, StepsDone: *req.StepsDone, ThroughputStepsPerS: *req.ThroughputStepsPerS, At: s.now()}
+	p := Progress{GPUType: req.GPUType, Partner: req.Partner, StepsDone: *req.StepsDone, ThroughputStepsPerS: *req.ThroughputStepsPerS, At: s.now()}
 	if err := s.Sink.Report(r.Context(), c, p); err != nil {
 		s.fail(w, r, err)
 		return

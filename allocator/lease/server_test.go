@@ -190,8 +190,15 @@ func TestLeaseAndProgressValid(t *testing.T) {
 	if len(f.rec.leases) != 2 || f.rec.leases[0] != want || f.rec.callers[0] != want {
 		t.Fatalf("decider saw %+v, sink saw %+v", f.rec.leases, f.rec.callers)
 	}
-	if p := f.rec.reports[0]; p.GPUType != "a100" || p.StepsDone != 1200 || p.ThroughputStepsPerS != 3.5 || p.At.IsZero() {
+	if p := f.rec.reports[0]; p.GPUType != "a100" || p.StepsDone != 1200 || p.ThroughputStepsPerS != 3.5 || p.At.IsZero() || p.Partner != "" {
 		t.Fatalf("report %+v", p)
+	}
+	// A paired job names its partner (optional field).
+	if code, m := f.post(t, "/v1/progress", tok, `{"job":"train","steps_done":1300,"throughput_steps_per_s":2,"gpu_type":"a100","partner":"other"}`); code != 204 {
+		t.Fatalf("progress with partner: %d %v", code, m)
+	}
+	if p := f.rec.reports[len(f.rec.reports)-1]; p.Partner != "other" || p.StepsDone != 1300 {
+		t.Fatalf("paired report %+v", p)
 	}
 	if f.jwks.fetches.Load() != 1 {
 		t.Fatalf("JWKS fetched %d times, want 1 (cached by kid)", f.jwks.fetches.Load())
@@ -341,6 +348,7 @@ func TestBadRequests(t *testing.T) {
 		{"negative steps", "/v1/progress", `{"job":"train","steps_done":-1,"throughput_steps_per_s":1,"gpu_type":"a100"}`, 400, "steps_done"},
 		{"missing throughput", "/v1/progress", `{"job":"train","steps_done":1,"gpu_type":"a100"}`, 400, "throughput_steps_per_s"},
 		{"negative throughput", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":-2,"gpu_type":"a100"}`, 400, "throughput_steps_per_s"},
+		{"partner too long", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","partner":"` + strings.Repeat("p", 257) + `"}`, 400, "partner"},
 		{"missing gpu type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1}`, 400, "gpu_type"},
 		{"too large", "/v1/progress", `{"job":"train","gpu_type":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, 413, ""},
 	} {

@@ -165,8 +165,8 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 // force: two jobs holding shares of exactly the same GPUs are a pair
 // (credited together, as the simulator credits a pair's micro-task); a
 // job alone on shares is not reported as running, so the round places it
-// afresh (it moves to exclusive use or gets a partner) and is credited
-// alone. order is the snapshot's job order.
+// afresh (it moves to exclusive use or gets a partner). order is the
+// snapshot's job order.
 func (b *Backend) runningPairs(order []string) []engine.Assignment {
 	byGPUs := map[string][]string{}
 	var keys []string
@@ -185,10 +185,11 @@ func (b *Backend) runningPairs(order []string) []engine.Assignment {
 	for _, k := range keys {
 		ids := byGPUs[k]
 		if len(ids) != 2 {
-			for _, id := range ids {
-				st := b.jobs[id]
-				b.led.Credit(id, b.gpuTyp[st.gpus[0]], st.sinceS)
-			}
+			// Its partner left during the interval (a lone sharer is
+			// never kept): the time ran in the pair, whose account is
+			// gone with the partner. The job's own account is not
+			// credited, as the simulator credits a pair's micro-task to
+			// the pair only.
 			continue
 		}
 		a, c := b.jobs[ids[0]], b.jobs[ids[1]]

@@ -187,7 +187,7 @@ func run(args []string) int {
 			if err != nil || every <= 0 {
 				every = time.Second
 			}
-			go reportLoop(lc, every, *typ, rate, func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, leaseEnded)
+			go reportLoop(lc, every, *typ, os.Getenv("RONDO_PARTNER"), rate, func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, leaseEnded)
 		}
 	}
 	sig := make(chan os.Signal, 1)
@@ -226,13 +226,13 @@ func run(args []string) int {
 
 // reportLoop reports progress and asks for the lease every interval; it
 // signals ended (once per lease end) when the lease does not continue.
-func reportLoop(lc *client.Client, every time.Duration, typ string, rate float64, steps func() float64, ended chan<- struct{}) {
+func reportLoop(lc *client.Client, every time.Duration, typ, partner string, rate float64, steps func() float64, ended chan<- struct{}) {
 	ctx := context.Background()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	continuing, failing := true, false
 	for range t.C {
-		err := lc.Report(ctx, int64(steps()), rate, typ)
+		err := lc.ReportWith(ctx, int64(steps()), rate, typ, partner)
 		var l lease.LeaseResponse
 		if err == nil {
 			l, err = lc.Lease(ctx)

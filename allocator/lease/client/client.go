@@ -134,8 +134,14 @@ func (e *Error) Temporary() bool { return e.Status >= 500 }
 
 // Report sends a progress report.
 func (c *Client) Report(ctx context.Context, stepsDone int64, stepsPerSec float64, gpuType string) error {
+	return c.ReportWith(ctx, stepsDone, stepsPerSec, gpuType, "")
+}
+
+// ReportWith sends a progress report measured next to partner (space
+// sharing: a pair throughput; "" alone).
+func (c *Client) ReportWith(ctx context.Context, stepsDone int64, stepsPerSec float64, gpuType, partner string) error {
 	req := lease.ProgressRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc,
-		StepsDone: &stepsDone, ThroughputStepsPerS: &stepsPerSec, GPUType: gpuType}
+		StepsDone: &stepsDone, ThroughputStepsPerS: &stepsPerSec, GPUType: gpuType, Partner: partner}
 	return c.do(ctx, "/v1/progress", req, nil)
 }
 
