@@ -225,6 +225,16 @@ func TestMeasuredThroughputReachesEngine(t *testing.T) {
 	if m, ok := a.Measured("b", "v100"); !ok || m.StepsPerSec != 4 || m.Samples != 4 {
 		t.Errorf("state's measurement %+v %v", m, ok)
 	}
+	// A report measured next to a partner (space sharing) is a pair
+	// throughput: not learned as b's own.
+	if err := a.Report(ctx, lease.Caller{Job: "b", IdentityJob: "b"}, lease.Progress{GPUType: "v100", StepsDone: 2, ThroughputStepsPerS: 1,
+		Partner: "a", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen(3.5, false)
 }
 
 // TestStatusXUnderVCEngines: with per-VC engines deciding, /v1/status shows
