@@ -140,13 +140,21 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 			k := [2]throughputs.Key{{Model: a.model, ScaleFactor: a.sf}, {Model: c.model, ScaleFactor: c.sf}}
 			tp, seen := memo[k]
 			if !seen {
+				// As the simulator: every measured entry of a shareable
+				// type, [0, 0] (cannot share there) included, when some
+				// type runs both; the policy's problem is then the same.
+				useful := false
 				for _, t := range types {
-					if v, ok := b.cfg.Throughputs.Pair(k[0], k[1], t); ok && v[0] > 0 && v[1] > 0 {
+					if v, ok := b.cfg.Throughputs.Pair(k[0], k[1], t); ok {
 						if tp == nil {
 							tp = map[string][2]float64{}
 						}
 						tp[t] = v
+						useful = useful || v[0] > 0 && v[1] > 0
 					}
+				}
+				if !useful {
+					tp = nil
 				}
 				memo[k] = tp
 			}
