@@ -28,10 +28,10 @@ type CellSnapshot struct {
 	TimeS float64
 	Jobs  []CellJob
 	// Pairs the engines may colocate (space sharing): a VC's engine is
-	// offered the pairs of two of its guaranteed jobs, the opportunistic
-	// engine those of two opportunistic jobs (SharingVCs, if set, names the
-	// VCs allowed). A pair is one gang on one VC's cells: a guaranteed job
-	// never shares a GPU of another VC's cells.
+	// offered the pairs of two of its guaranteed jobs (none for a VC in
+	// CellLayer.noSharing), the opportunistic engine those of two
+	// opportunistic jobs. A pair is one gang on one VC's cells: a
+	// guaranteed job never shares a GPU of another VC's cells.
 	Pairs []engine.Pair
 }
 
@@ -85,6 +85,9 @@ type CellLayer struct {
 	// pairs: the jobs of each pair gang (gang id engine.UnitKey of the
 	// two); a single job's gang id is its own id.
 	pairs map[string][]string
+	// noSharing: VCs whose engines are offered no pairs (space_sharing =
+	// false; CellsConfig.NoSpaceSharing).
+	noSharing map[string]bool
 }
 
 // jobsOf is a gang's jobs.
@@ -190,8 +193,11 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 		for _, g := range virt {
 			gpus = append(gpus, engine.GPU{ID: g.Addr, Type: g.Type, Server: g.Node, Failed: g.Bad})
 		}
-		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running,
-			Pairs: pairsAmong(snap.Pairs, jobs)})
+		var pairs []engine.Pair
+		if !s.noSharing[vc.Name] {
+			pairs = pairsAmong(snap.Pairs, jobs)
+		}
+		plan, err := vc.Engine.Round(&engine.Snapshot{TimeS: snap.TimeS, GPUs: gpus, Jobs: jobs, Running: running, Pairs: pairs})
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", vc.Name, err)
 		}

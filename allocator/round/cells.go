@@ -101,6 +101,7 @@ func NewCells(cfg CellsConfig) (*Cells, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noSharing = cfg.NoSpaceSharing
 	if cfg.Warn == nil {
 		cfg.Warn = func(string, ...any) {}
 	}
@@ -185,19 +186,7 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 		vs.Jobs = append(vs.Jobs, CellJob{Job: j, VC: j.VC, Opportunistic: opp})
 	}
-	if len(s.Pairs) > 0 {
-		class := make(map[string]CellJob, len(vs.Jobs))
-		for _, j := range vs.Jobs {
-			class[j.ID] = j
-		}
-		for _, p := range s.Pairs {
-			a, okA := class[p.Jobs[0]]
-			b, okB := class[p.Jobs[1]]
-			if okA && okB && a.Opportunistic == b.Opportunistic && (a.Opportunistic || a.VC == b.VC && !d.cfg.NoSpaceSharing[a.VC]) {
-				vs.Pairs = append(vs.Pairs, p)
-			}
-		}
-	}
+	vs.Pairs = s.Pairs // each engine is offered its own jobs' (CellLayer.Round)
 	res, err := d.s.Round(vs)
 	if err != nil {
 		return nil, err

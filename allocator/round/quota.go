@@ -233,10 +233,8 @@ func (q *Quota) sub(e *engine.Engine, s *engine.Snapshot, gpus []engine.GPU, job
 		seen[r] = true
 		sub.Running = append(sub.Running, *r)
 	}
-	for _, pr := range s.Pairs {
-		if sharing && ids[pr.Jobs[0]] && ids[pr.Jobs[1]] {
-			sub.Pairs = append(sub.Pairs, pr)
-		}
+	if sharing {
+		sub.Pairs = pairsAmong(s.Pairs, jobs)
 	}
 	return e.Round(sub)
 }
