@@ -141,12 +141,11 @@ type Backend struct {
 	intents map[string]engine.Intent
 	// led is the jobs' received time (jobState.received are its accounts)
 	led *ledger.Ledger
-	// shares: each GPU's healthy MPS share ids, in instance order;
-	// shareInfo its profile (sharing.go); pairKeys the pair accounts opened
-	// in the ledger, by unit key.
-	shares    map[string][]string
-	shareInfo map[string]ShareInfo
-	pairKeys  map[string][2]string
+	// shares: each GPU's healthy MPS share ids, in instance order
+	// (sharing.go); pairKeys the pair accounts opened in the ledger, by
+	// unit key.
+	shares   map[string][]string
+	pairKeys map[string][2]string
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -174,7 +173,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{},
-		shares: map[string][]string{}, shareInfo: map[string]ShareInfo{}, pairKeys: map[string][2]string{}}, nil
+		shares: map[string][]string{}, pairKeys: map[string][2]string{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -246,7 +245,6 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.pools = map[string]string{}
 	b.gpuTyp = map[string]string{}
 	b.shares = map[string][]string{}
-	b.shareInfo = map[string]ShareInfo{}
 	b.listed = b.listed[:0]
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)

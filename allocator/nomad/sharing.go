@@ -43,34 +43,11 @@ func gpuOf(id string) string {
 	return id
 }
 
-// ShareInfo is one node's MPS share profile, as the plugin advertises it.
-type ShareInfo struct {
-	Group        string `json:"group"` // nvidia/gpu-share/<model>-<profile>
-	Profile      string `json:"mps_profile,omitempty"`
-	SharesPerGPU int    `json:"shares_per_gpu,omitempty"`
-	ThreadPct    string `json:"active_thread_percentage,omitempty"`
-	MemoryMiB    string `json:"share_memory,omitempty"`
-}
-
 // observeShares records a node's share devices: the healthy share ids of
-// each GPU, in instance order.
+// each GPU, in instance order (share k of a GPU is member k of a pair).
 func (b *Backend) observeShares(d *api.NodeDeviceResource) {
-	attr := func(k string) string {
-		if a := d.Attributes[k]; a != nil {
-			return a.String()
-		}
-		return ""
-	}
-	info := ShareInfo{Group: d.Vendor + "/" + d.Type + "/" + d.Name, Profile: attr("mps_profile"),
-		ThreadPct: attr("active_thread_percentage"), MemoryMiB: attr("share_memory")}
-	fmt.Sscan(attr("shares_per_gpu"), &info.SharesPerGPU)
 	for _, in := range d.Instances {
-		g := gpuOf(in.ID)
-		if g == in.ID {
-			continue // not a share id
-		}
-		b.shareInfo[g] = info
-		if in.Healthy {
+		if g := gpuOf(in.ID); g != in.ID && in.Healthy {
 			b.shares[g] = append(b.shares[g], in.ID)
 		}
 	}
@@ -163,7 +140,6 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 			}
 			key := engine.UnitKey([]string{a.id, c.id})
 			out = append(out, engine.Pair{Jobs: [2]string{a.id, c.id}, Throughput: tp, ReceivedS: b.led.Pair(key)})
-			b.pairKeys[key] = [2]string{a.id, c.id}
 		}
 	}
 	return out
