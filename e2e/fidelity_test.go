@@ -38,17 +38,19 @@ const (
 
 // fidelityConfig: two quota-only VCs (no cells), each a share of two GPUs
 // of each type on a cluster of three 4-GPU machines (V100, P100, K80),
-// with different policies.
-const fidelityConfig = `round_seconds = %d
+// with different policies: las and fifo name them.
+func fidelityConfig(las, fifo string) string {
+	return fmt.Sprintf(`round_seconds = %d
 vc "las" {
   gpus   = { v100 = 2, p100 = 2, k80 = 2 }
-  policy = "max_min_fairness_perf"
+  policy = %q
 }
 vc "fifo" {
   gpus   = { v100 = 2, p100 = 2, k80 = 2 }
-  policy = "fifo_perf"
+  policy = %q
 }
-`
+`, fidelityRoundS, las, fifo)
+}
 
 // fidelityClients: one machine of four GPUs per type.
 func fidelityClients() []cluster.ClientSpec {
@@ -96,7 +98,7 @@ func (s *stack) fidelityJobHCL(j trace.Job) string {
 
 // TestFidelity is the short fidelity check in make test: 12 jobs.
 func TestFidelity(t *testing.T) {
-	testFidelity(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS), 12, 0, false)
+	testFidelity(t, fidelityClients(), fidelityConfig("max_min_fairness_perf", "fifo_perf"), 12, 0, false)
 }
 
 // TestLongFidelity is the full one (make test-long): 32 jobs.
@@ -104,20 +106,8 @@ func TestLongFidelity(t *testing.T) {
 	if os.Getenv("RONDO_LONG") == "" {
 		t.Skip("long: set RONDO_LONG=1 (make test-long)")
 	}
-	testFidelity(t, fidelityClients(), fmt.Sprintf(fidelityConfig, fidelityRoundS), 32, 1, false)
+	testFidelity(t, fidelityClients(), fidelityConfig("max_min_fairness_perf", "fifo_perf"), 32, 1, false)
 }
-
-// fidelityPackedConfig: fidelityConfig's VCs with packed policies.
-const fidelityPackedConfig = `round_seconds = %d
-vc "las" {
-  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
-  policy = "max_min_fairness_packed"
-}
-vc "fifo" {
-  gpus   = { v100 = 2, p100 = 2, k80 = 2 }
-  policy = "fifo_packed"
-}
-`
 
 // TestLongSpaceSharingFidelity (make test-long; issue 13): the fidelity
 // run with space sharing: every GPU also advertises two MPS shares, both
@@ -133,7 +123,7 @@ func TestLongSpaceSharingFidelity(t *testing.T) {
 	for i := range clients {
 		clients[i].MPSShares = 2
 	}
-	testFidelity(t, clients, fmt.Sprintf(fidelityPackedConfig, fidelityRoundS), 32, 1, true)
+	testFidelity(t, clients, fidelityConfig("max_min_fairness_packed", "fifo_packed"), 32, 1, true)
 }
 
 // testFidelity: the same trace on the Nomad cluster and in `rondo
