@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -256,4 +257,51 @@ func (s *stack) simulateSharing(policy string, jobs []trace.Job, R int, startCos
 		t.Fatalf("rondo simulate: %v, finished %v\n%s", err, res.Finished, out)
 	}
 	return readJobsCSV(t, filepath.Join(dir, "jobs.csv"), len(jobs))
+}
+
+// TestPairProfilingOnNomad (issue 13): a packed policy works on a model
+// absent from Gavel's table. On two fake V100s with two MPS shares each,
+// four jobs of table models and one of a model the table lacks arrive at
+// once under max_min_fairness_packed. The new job is first measured alone;
+// the round then plans its profiling runs (round.PairEstimates), so it
+// runs on shares of one GPU next to at least estimator.DefaultProfiles
+// jobs of distinct reference models (their pair reports reach the round
+// through the lease API); every job finishes and no GPU is ever held
+// exclusively and shared at once.
+func TestPairProfilingOnNomad(t *testing.T) {
+	client := cluster.UniformClient("v100-a", "v100", 2)
+	client.MPSShares = 2
+	s := startStackWith(t, []cluster.ClientSpec{client}, sharingConfig("max_min_fairness_packed"))
+	const R = sharingRoundS
+	tb := throughputs.Default()
+	const unknown = "Mystery (batch size 8)" // the fake trainer runs it at 1 step/s alone, half that in a pair
+	if _, ok := tb.Lookup(unknown, 1, "v100"); ok {
+		t.Fatalf("%s is in the table", unknown)
+	}
+	var jobs []trace.Job
+	for i, m := range sharingModels[:4] {
+		v, _ := tb.Lookup(m, 1, "v100")
+		d := 90.0 + 10*float64(i) // seconds alone on a V100
+		jobs = append(jobs, trace.Job{ID: i, Model: m, ScaleFactor: 1, Priority: 1, TotalSteps: math.Round(v * d), DurationS: d})
+	}
+	jobs = append(jobs, trace.Job{ID: 4, Model: unknown, ScaleFactor: 1, Priority: 1, TotalSteps: 120, DurationS: 120})
+	_, paired, violations := s.runSharing("pr", jobs, R)
+	if len(violations) > 0 {
+		t.Errorf("a GPU held exclusively and shared at once (or a share twice): %s", strings.Join(violations, "; "))
+	}
+	partners := map[string]bool{}
+	for _, p := range paired {
+		a, b, _ := strings.Cut(p, "+")
+		switch {
+		case a == "pr4":
+			partners[b] = true
+		case b == "pr4":
+			partners[a] = true
+		}
+	}
+	t.Logf("pairs seen on shares of one GPU: %v; the new model's partners: %d", paired, len(partners))
+	if len(partners) < estimator.DefaultProfiles {
+		t.Errorf("the job of a model the table lacks ran next to %d distinct reference jobs, want its %d profiling runs",
+			len(partners), estimator.DefaultProfiles)
+	}
 }

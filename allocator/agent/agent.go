@@ -213,6 +213,10 @@ type Agent struct {
 	// in force (space sharing; under smu). Its reports are pair
 	// throughputs, not the job's own isolated throughput.
 	partner map[string]string
+	// measuredWith gathers the pair throughputs reported since the last
+	// snapshot (under smu); Observed hands a pair's to the round as
+	// engine.Pair.Measured once both jobs reported.
+	measuredWith map[pairReport]*reports
 
 	// owners caches allocation → job for the lease API's child callers
 	// (under mu).
@@ -233,7 +237,7 @@ func New(cfg Config) *Agent {
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
 		rounds: map[string]int{}, done: map[string]JobStatus{}, measured: map[string]map[string]*reports{},
-		owners: map[string]string{},
+		measuredWith: map[pairReport]*reports{}, owners: map[string]string{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
@@ -685,6 +689,15 @@ type reports struct {
 	n   int
 }
 
+func (r *reports) add(v float64) {
+	r.sum += v
+	r.n++
+}
+
+// pairReport names what a job reported while sharing GPUs of a type with
+// its partner.
+type pairReport struct{ job, partner, typ string }
+
 // applyMeasured puts the throughputs reported since the last snapshot in
 // it (engine.Job.Measured: their mean per GPU type, one sample for the
 // estimating stage) and starts gathering anew.
@@ -706,6 +719,29 @@ func (a *Agent) applyMeasured(s *engine.Snapshot) {
 		}
 	}
 	clear(a.measured)
+	if len(a.measuredWith) == 0 {
+		return
+	}
+	pairs := slices.Clone(s.Pairs) // the backend may share its list
+	at := make(map[[2]string]int, len(pairs))
+	for i, pr := range pairs {
+		at[pr.Jobs] = i
+	}
+	for r0, m0 := range a.measuredWith {
+		i, ok := at[[2]string{r0.job, r0.partner}]
+		m1 := a.measuredWith[pairReport{r0.partner, r0.job, r0.typ}]
+		if !ok || m1 == nil {
+			continue // not offered any more, or the partner's report has not come
+		}
+		pr := &pairs[i]
+		pr.Measured = maps.Clone(pr.Measured)
+		if pr.Measured == nil {
+			pr.Measured = map[string][2]float64{}
+		}
+		pr.Measured[r0.typ] = [2]float64{m0.sum / float64(m0.n), m1.sum / float64(m1.n)}
+	}
+	s.Pairs = pairs
+	clear(a.measuredWith)
 }
 
 // restoreMeasured gives dec the measurements st kept, if it learns from

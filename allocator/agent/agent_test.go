@@ -15,6 +15,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
 	"github.com/rondo-sched/rondo/allocator/round"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
 // fakeBackend: two GPUs, three jobs; it records the plans.
@@ -235,6 +236,62 @@ func TestMeasuredThroughputReachesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen(3.5, false)
+}
+
+// pairBackend offers the pair (a, b) on v100 as the table measured it.
+type pairBackend struct{ fakeBackend }
+
+func (p *pairBackend) Observe() (*engine.Snapshot, error) {
+	s, _ := p.fakeBackend.Observe()
+	s.Pairs = []engine.Pair{{Jobs: [2]string{"a", "b"}, Throughput: map[string][2]float64{"v100": {0.5, 0.5}}}}
+	return s, nil
+}
+
+// TestPairReportsReachRound: what two jobs report while sharing GPUs
+// reaches the round as their pair's measurement (both sides, each its
+// mean since the last round) and is learned as the pair's throughput; a
+// pair only one side of which reported is not measured.
+func TestPairReportsReachRound(t *testing.T) {
+	rd := &recordingDecider{}
+	a := New(Config{Backend: &pairBackend{}, Engine: &round.Estimating{Next: rd, Online: estimator.NewOnline(0, nil),
+		Pairs: round.NewPairEstimates(throughputs.Default())}, Round: time.Hour, Cluster: "test"})
+	ctx := context.Background()
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	report := func(job, partner string, v float64) {
+		t.Helper()
+		if err := a.Report(ctx, lease.Caller{Job: job, IdentityJob: job}, lease.Progress{GPUType: "v100", StepsDone: 1,
+			ThroughputStepsPerS: v, Partner: partner, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := func() engine.Pair {
+		rd.mu.Lock()
+		defer rd.mu.Unlock()
+		return rd.seen[len(rd.seen)-1].Pairs[0]
+	}
+	report("a", "b", 0.3)
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := last().Throughput["v100"]; got != [2]float64{0.5, 0.5} {
+		t.Fatalf("one side reported: the round saw %v, want the table's", got)
+	}
+	report("a", "b", 0.3)
+	report("a", "b", 0.4)
+	report("b", "a", 0.6)
+	if err := a.StepContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := last().Throughput["v100"]; math.Abs(got[0]-0.35) > 1e-9 || got[1] != 0.6 {
+		t.Fatalf("both reported: the round saw %v, want [0.35 0.6]", got)
+	}
+	for _, j := range rd.seen[len(rd.seen)-1].Jobs {
+		if len(j.Measured) > 0 {
+			t.Errorf("job %s: a pair report learned as its own throughput %v", j.ID, j.Measured)
+		}
+	}
 }
 
 // TestStatusXUnderVCEngines: with per-VC engines deciding, /v1/status shows

@@ -69,11 +69,24 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 		n = m.Samples + 1
 	}
 	// A job sharing its GPUs reports its pair throughput: it is not the
-	// job's isolated throughput, so the estimator does not learn it as one.
+	// job's isolated throughput, so the estimator learns it as the pair's.
 	// A report that names no partner, sent by an older client, is taken as
-	// paired when the decision in force pairs the job.
-	_, paired := a.partner[c.Job]
-	if p.Partner == "" && !paired && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+	// paired with the partner the decision in force gives the job.
+	partner := p.Partner
+	if partner == "" {
+		partner = a.partner[c.Job]
+	}
+	if partner != "" && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+		// Learned as the pair's throughput (engine.Pair.Measured).
+		k := pairReport{c.Job, partner, p.GPUType}
+		r := a.measuredWith[k]
+		if r == nil {
+			r = &reports{}
+			a.measuredWith[k] = r
+		}
+		r.add(p.ThroughputStepsPerS)
+	}
+	if partner == "" && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
 		r := a.measured[c.Job][p.GPUType]
 		if r == nil {
@@ -83,8 +96,7 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 			r = &reports{}
 			a.measured[c.Job][p.GPUType] = r
 		}
-		r.sum += p.ThroughputStepsPerS
-		r.n++
+		r.add(p.ThroughputStepsPerS)
 	}
 	a.st.Progress[c.Job] = float64(p.StepsDone)
 	return nil

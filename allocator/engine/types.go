@@ -46,6 +46,10 @@ type Job struct {
 	// What the round needs beyond the mechanism, carried by the snapshot so
 	// that no decider calls back into a backend.
 
+	// Model is the job's model as the throughput table names it ("": none
+	// named). The estimating stage matches it to the pre-profiled
+	// reference jobs to estimate pairs nobody measured.
+	Model string `json:"model,omitempty"`
 	// VC is the job's virtual cluster ("" : the only one).
 	VC string `json:"vc,omitempty"`
 	// User is who submitted it (Gandiva-fair's fair-share unit, reports).
@@ -99,10 +103,21 @@ type Elastic struct {
 	MaxGPUs int `json:"max_gpus"`
 }
 
-// Pair is a measured colocation of two active jobs of equal scale factor.
+// Pair is a colocation of two active jobs of equal scale factor the
+// policy may plan: Throughput holds both jobs' steps/s when they share one
+// GPU (per GPU of the unit) of a type, [0, 0] where they cannot.
 type Pair struct {
 	Jobs       [2]string             `json:"jobs"`
 	Throughput map[string][2]float64 `json:"throughput"`
+	// Unknown lists the shareable types on which nobody measured the
+	// pair: the estimating stage (allocator/round.EstimatePairs) fills
+	// them from what the pair reported, by matrix completion, or with a
+	// profiling run; what it cannot fill is left out. The engine never
+	// reads it.
+	Unknown []string `json:"unknown,omitempty"`
+	// Measured is both jobs' steps/s as they reported them while running
+	// together since the previous snapshot, per type (as Job.Measured).
+	Measured map[string][2]float64 `json:"measured,omitempty"`
 	// ReceivedS is the cumulative time the pair has run together, per
 	// type: nil until it first runs. The engine re-reads it only when the
 	// snapshot's pair list changes or the pair is in Running (the only

@@ -624,16 +624,29 @@ func (b *Backend) throughput(model string, sf int, typ string) float64 {
 	if v, ok := b.cfg.Throughputs.Lookup(model, sf, typ); ok {
 		return v
 	}
-	if len(b.cfg.Throughputs.Keys(typ)) == 0 {
-		return 1 // a type the table does not know
+	if len(b.cfg.Throughputs.Keys(typ)) == 0 || !b.knownModel(model, sf) {
+		// A type the table does not know, or a model it never measured
+		// at this size: every type alike until the job reports.
+		return 1
 	}
-	return 0
+	return 0 // measured elsewhere, not on typ: it cannot run there
+}
+
+// knownModel reports whether the table measured model at scale factor sf
+// on some GPU type.
+func (b *Backend) knownModel(model string, sf int) bool {
+	for _, t := range b.cfg.Throughputs.Types() {
+		if _, ok := b.cfg.Throughputs.Lookup(model, sf, t); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *jobState) engineJob(id string) engine.Job {
 	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
-		ReceivedS: map[string]float64{}, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
+		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
 		Started: st.admitted}
 	if st.policy.Class == hcl.Opportunistic {
 		j.Class = engine.Opportunistic

@@ -78,10 +78,13 @@ func (b *Backend) shareableTypes(gpus []engine.GPU) map[string]bool {
 
 // pairs lists the colocations the policy may plan (Gavel's): every two
 // active jobs of equal scale factor in one share group (Config.ShareGroup:
-// one VC, or the opportunistic jobs), neither elastic, whose models the
-// table measured together on a shareable type, in snapshot order (earlier
-// job first, as in the simulator). Throughput maps are shared per model
-// pair (the engine does per-map work once).
+// one VC, or the opportunistic jobs), neither elastic, in snapshot order
+// (earlier job first, as in the simulator). A pair carries the table's
+// measurements on the shareable types, [0, 0] (cannot share there)
+// included, as the simulator's; a shareable type the table did not
+// measure the two models on is Unknown, for the estimating stage
+// (round.PairEstimates). A pair with neither is not offered. Throughput
+// maps are shared per model pair (the engine does per-map work once).
 func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engine.Pair {
 	if b.cfg.ShareGroup == nil || len(shareable) == 0 {
 		return nil
@@ -93,7 +96,7 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 	var ms []member
 	for _, j := range snap.Jobs {
 		st := b.jobs[j.ID]
-		if st == nil || st.elastic != nil || st.policy.Model == "" {
+		if st == nil || st.elastic != nil {
 			continue
 		}
 		g, ok := b.cfg.ShareGroup(j.VC, j.Class == engine.Opportunistic)
@@ -107,7 +110,11 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 		types = append(types, t)
 	}
 	sort.Strings(types)
-	memo := map[[2]throughputs.Key]map[string][2]float64{}
+	type known struct {
+		tp      map[string][2]float64
+		unknown []string
+	}
+	memo := map[[2]throughputs.Key]known{}
 	var out []engine.Pair
 	for i, a := range ms {
 		for _, c := range ms[i+1:] {
@@ -115,31 +122,30 @@ func (b *Backend) pairs(snap *engine.Snapshot, shareable map[string]bool) []engi
 				continue
 			}
 			k := [2]throughputs.Key{{Model: a.model, ScaleFactor: a.sf}, {Model: c.model, ScaleFactor: c.sf}}
-			tp, seen := memo[k]
+			kn, seen := memo[k]
 			if !seen {
-				// As the simulator: every measured entry of a shareable
-				// type, [0, 0] (cannot share there) included, when some
-				// type runs both; the policy's problem is then the same.
 				useful := false
 				for _, t := range types {
 					if v, ok := b.cfg.Throughputs.Pair(k[0], k[1], t); ok {
-						if tp == nil {
-							tp = map[string][2]float64{}
+						if kn.tp == nil {
+							kn.tp = map[string][2]float64{}
 						}
-						tp[t] = v
+						kn.tp[t] = v
 						useful = useful || v[0] > 0 && v[1] > 0
+					} else {
+						kn.unknown = append(kn.unknown, t)
 					}
 				}
-				if !useful {
-					tp = nil
+				if !useful && len(kn.unknown) == 0 {
+					kn = known{}
 				}
-				memo[k] = tp
+				memo[k] = kn
 			}
-			if tp == nil {
+			if kn.tp == nil && kn.unknown == nil {
 				continue
 			}
 			key := engine.UnitKey([]string{a.id, c.id})
-			out = append(out, engine.Pair{Jobs: [2]string{a.id, c.id}, Throughput: tp, ReceivedS: b.led.Pair(key)})
+			out = append(out, engine.Pair{Jobs: [2]string{a.id, c.id}, Throughput: kn.tp, Unknown: kn.unknown, ReceivedS: b.led.Pair(key)})
 		}
 	}
 	return out

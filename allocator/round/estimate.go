@@ -23,14 +23,23 @@ import (
 // Estimating passes the history (agent.HistoryKeeper) and reset
 // (agent.Resetter) of Next through, and keeps Online across deciders: a new
 // decider wrapped with the same estimator carries on from what it learned.
+//
+// With Pairs set it then tells the policy what is known of the colocated
+// pairs the backend offers (PairEstimates: learned from the pairs' reports,
+// completed, or profiled), asking Next to recompute when a profiling run
+// changed what is known.
 type Estimating struct {
 	Next   loop.Decider
 	Online *estimator.Online
+	Pairs  *PairEstimates
 }
 
 // Round estimates the snapshot's throughputs, then lets Next decide.
 func (e *Estimating) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	Estimate(e.Online, s)
+	if e.Pairs != nil && e.Pairs.Estimate(s, e.Online) {
+		e.RequestReset()
+	}
 	return e.Next.Round(s)
 }
 

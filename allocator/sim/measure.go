@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
@@ -34,6 +35,10 @@ type measurer struct {
 	errSum    float64
 	errN      int
 	bySamples map[int]errStat
+	// pairs are the colocated runs' reports for the next snapshot
+	// (engine.Pair.Measured), by the pair's jobs in the assignment's order.
+	pairs       map[[2]string]map[string][2]float64
+	pairReports int // pair measurements handed to snapshots (tests)
 }
 
 type errStat struct {
@@ -53,22 +58,67 @@ func (s *simulator) initMeasure(next loop.Decider) (loop.Decider, error) {
 		return nil, fmt.Errorf("sim: measurement noise with the ideal baseline: nothing runs in rounds to measure")
 	}
 	s.meas = &measurer{sigma: sigma, rng: rand.New(rand.NewPCG(uint64(s.o.Engine.Seed), measureStream)),
-		online: estimator.NewOnline(0, nil), next: next, s: s, bySamples: map[int]errStat{}}
-	return &round.Estimating{Next: s.meas, Online: s.meas.online}, nil
+		online: estimator.NewOnline(0, nil), next: next, s: s, bySamples: map[int]errStat{},
+		pairs: map[[2]string]map[string][2]float64{}}
+	return &round.Estimating{Next: s.meas, Online: s.meas.online, Pairs: round.NewPairEstimates(s.tb)}, nil
 }
 
 // measure records a report of js on typ for the next snapshot (complete).
+// A job of a colocated pair reports its pair throughput, learned as the
+// pair's (both jobs must report, as on Nomad).
 func (s *simulator) measure(js *jobState, m *micro, i int) {
-	if s.meas == nil || js.remaining <= 0 || len(m.jobs) != 1 || m.typ == "" || m.steps[i] <= 0 ||
+	if s.meas == nil || js.remaining <= 0 || m.typ == "" || m.steps[i] <= 0 ||
 		len(m.gpus) != max(js.tj.ScaleFactor, 1) {
-		// Colocated, resized or idle runs do not measure the isolated
-		// throughput at the job's scale factor.
+		// Resized or idle runs do not measure the throughput at the
+		// job's scale factor.
+		return
+	}
+	if len(m.jobs) == 2 {
+		k := [2]string{m.jobs[0].id, m.jobs[1].id}
+		byType := s.meas.pairs[k]
+		if byType == nil {
+			byType = map[string][2]float64{}
+			s.meas.pairs[k] = byType
+		}
+		v := byType[m.typ]
+		v[i] = m.tput[i] * math.Exp(s.meas.rng.NormFloat64()*s.meas.sigma)
+		byType[m.typ] = v
 		return
 	}
 	if js.measured == nil {
 		js.measured = map[string]float64{}
 	}
 	js.measured[m.typ] = js.tput[m.typ] * math.Exp(s.meas.rng.NormFloat64()*s.meas.sigma)
+}
+
+// pairsMeasured puts the pairs' reports in pairs (a copy when there are
+// any: the simulator keeps its list) and starts gathering anew.
+func (d *measurer) pairsMeasured(pairs []engine.Pair) []engine.Pair {
+	if d == nil || len(d.pairs) == 0 {
+		return pairs
+	}
+	out := slices.Clone(pairs)
+	for i := range out {
+		p := &out[i]
+		byType, flip := d.pairs[p.Jobs], false
+		if byType == nil {
+			byType, flip = d.pairs[[2]string{p.Jobs[1], p.Jobs[0]}], true
+		}
+		for typ, v := range byType {
+			if flip {
+				v[0], v[1] = v[1], v[0]
+			}
+			if v[0] > 0 && v[1] > 0 {
+				if p.Measured == nil {
+					p.Measured = map[string][2]float64{}
+				}
+				p.Measured[typ] = v
+				d.pairReports++
+			}
+		}
+	}
+	clear(d.pairs)
+	return out
 }
 
 // Round scores the estimates the stage put in the snapshot against the

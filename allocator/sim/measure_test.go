@@ -14,6 +14,11 @@ import (
 // estimates change decisions), with the given measurement noise.
 func measureRun(t *testing.T, seed int64, noise float64) (*Result, *simulator) {
 	t.Helper()
+	return measureRunPolicy(t, "max_min_fairness_perf", seed, noise)
+}
+
+func measureRunPolicy(t *testing.T, policy string, seed int64, noise float64) (*Result, *simulator) {
+	t.Helper()
 	jobs, err := trace.Generate(trace.Options{Seed: seed, Rate: 3}, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +26,7 @@ func measureRun(t *testing.T, seed int64, noise float64) (*Result, *simulator) {
 	var sp *simulator
 	res, err := Run(&SliceSource{Jobs: jobs}, Options{
 		Cluster:      Cluster{Types: map[string]int{"v100": 4, "p100": 4, "k80": 4}, GPUsPerServer: 1},
-		Engine:       engine.Config{Policy: "max_min_fairness_perf", RoundS: 360, Seed: seed},
+		Engine:       engine.Config{Policy: policy, RoundS: 360, Seed: seed},
 		MeasureNoise: noise, observe: func(s *simulator) { sp = s }})
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +137,16 @@ func TestExactMeasurementsChangeNothing(t *testing.T) {
 	b, _ := measureRun(t, 1, 0.1)
 	if !sameResult(a, b) || a.EstimateErrorMean != b.EstimateErrorMean {
 		t.Errorf("the same seed gave different noisy runs:\n%+v\n%+v", a, b)
+	}
+	// Packed: colocated runs report their pair throughputs, learned as the
+	// pairs' (round.PairEstimates); exact reports change nothing either.
+	base, _ = measureRunPolicy(t, "max_min_fairness_packed", 1, 0)
+	exact, sp = measureRunPolicy(t, "max_min_fairness_packed", 1, 1e-300)
+	if sp.meas.pairReports == 0 {
+		t.Fatal("no colocated run reported its pair throughput")
+	}
+	if !sameResult(base, exact) {
+		t.Errorf("exact pair measurements changed the packed run:\n%+v\n%+v", base, exact)
 	}
 }
 

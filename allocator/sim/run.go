@@ -443,7 +443,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
-			Started: js.ran, Measured: js.measured}
+			Started: js.ran, Measured: js.measured, Model: js.tj.Model}
 		js.measured = nil // reported once
 		if vc {
 			j.VC = js.tj.VC
@@ -471,7 +471,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			}
 			s.pairsDirty = false
 		}
-		snap.Pairs = s.pairList
+		snap.Pairs = s.meas.pairsMeasured(s.pairList)
 	}
 	return snap
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -243,13 +244,16 @@ func (c *agentCmd) Run(args []string) int {
 	// The round's first stage learns throughputs from the lease API's
 	// reports (the snapshot's Measured); its estimator outlives the
 	// deciders a reload or a lost leader lock rebuilds.
+	// Pair throughputs too: learned from paired reports, completed for
+	// models the table lacks, after profiling runs the round plans.
 	est := estimator.NewOnline(0, nil)
+	pairEst := round.NewPairEstimates(throughputs.Default())
 	decide := func(s *agentSettings, reset bool) (agent.Decider, error) {
 		d, err := newDecider(s, log, reset)
 		if err != nil {
 			return nil, err
 		}
-		return &round.Estimating{Next: d, Online: est}, nil
+		return &round.Estimating{Next: d, Online: est, Pairs: pairEst}, nil
 	}
 	dec, err := decide(s, false)
 	if err != nil {
