@@ -223,6 +223,17 @@ func testFidelity(t *testing.T, clients []cluster.ClientSpec, config string, n i
 		t.Fatalf("rondo simulate: %v, finished %v\n%s", err, res.Finished, out)
 	}
 	simJCT := readJobsCSV(t, filepath.Join(dir, "jobs.csv"), len(jobs))
+	if keep := os.Getenv("RONDO_E2E_LOGS"); keep != "" {
+		// The agent's log (its round plans) and the simulator's inputs,
+		// to replay the run and compare the two round by round.
+		name := strings.ReplaceAll(t.Name(), "/", "_")
+		os.WriteFile(filepath.Join(keep, name+".log"), []byte(ag.logs()), 0o644)
+		os.WriteFile(filepath.Join(keep, name+".trace.jsonl"), tr.Bytes(), 0o644)
+		if cfg, err := os.ReadFile(s.cfgPath); err == nil {
+			os.WriteFile(filepath.Join(keep, name+".hcl"), cfg, 0o644)
+		}
+		os.WriteFile(filepath.Join(keep, name+".start-cost"), []byte(fmt.Sprintf("%.3f\n", startCost)), 0o644)
+	}
 
 	var b strings.Builder
 	var diffs []float64

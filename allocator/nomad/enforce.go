@@ -3,6 +3,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +40,28 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	var stopping []string
 	for _, id := range p.Suspend {
 		if err := b.suspend(id, b.eventOf(id, engine.IntentSuspend)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stopping = append(stopping, id)
+	}
+	// A lone sharer (its partner left during the interval) is not
+	// reported as running (runningPairs), so a plan that does not run it
+	// does not list it in Suspend: it stops here, as the simulator ends
+	// its pair's run with the round. Left running it would hold its share
+	// against the next pair planned on that GPU.
+	planned := map[string]bool{}
+	for _, a := range p.Assignments {
+		for _, id := range a.Jobs {
+			planned[id] = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(b.jobs)) {
+		st := b.jobs[id]
+		if !st.shared || len(st.gpus) == 0 || planned[id] || slices.Contains(p.Suspend, id) {
+			continue
+		}
+		if err := b.suspend(id, string(engine.IntentSuspend)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
