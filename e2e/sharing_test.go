@@ -305,3 +305,103 @@ func TestPairProfilingOnNomad(t *testing.T) {
 			len(partners), estimator.DefaultProfiles)
 	}
 }
+
+// sharingCellsConfig: two V100 nodes as two node cells, one per VC; both
+// VCs pack, prod turns space sharing off.
+const sharingCellsConfig = `round_seconds = 10
+cell_type "v100" {
+  gpu_type = "v100"
+}
+cell_type "v100-node" {
+  child = "v100"
+  count = 2
+  node  = true
+}
+cell "v100-node" "a" {
+  nomad_node = "v100-a"
+}
+cell "v100-node" "b" {
+  nomad_node = "v100-b"
+}
+vc "research" {
+  quota  = { "v100-node" = 1 }
+  policy = "max_min_fairness_packed"
+}
+vc "prod" {
+  quota         = { "v100-node" = 1 }
+  policy        = "max_min_fairness_packed"
+  space_sharing = false
+}
+`
+
+// TestSpaceSharingUnderCellsOnNomad (issue 13): VCs over HiveD cells on
+// two nodes of two fake V100s with two MPS shares each. Six jobs of VC
+// research (packing, three per GPU of its cell) and three of VC prod
+// (packing policy, space_sharing = false) arrive at once. Pairs run, each
+// of two research jobs; no prod job ever shares a GPU; the two VCs' jobs
+// never run on one node (each VC on its own cell's node); no GPU is held
+// exclusively and shared at once; every job finishes.
+func TestSpaceSharingUnderCellsOnNomad(t *testing.T) {
+	var clients []cluster.ClientSpec
+	for _, n := range []string{"v100-a", "v100-b"} {
+		c := cluster.UniformClient(n, "v100", 2)
+		c.MPSShares = 2
+		clients = append(clients, c)
+	}
+	s := startStackWith(t, clients, sharingCellsConfig)
+	c := s.c.API
+	tb := throughputs.Default()
+	var ids []string
+	var jobs []trace.Job
+	vcOf := map[string]string{}
+	add := func(id, vc, model string, d float64) {
+		v, _ := tb.Lookup(model, 1, "v100")
+		j := trace.Job{ID: len(jobs), Model: model, ScaleFactor: 1, Priority: 1, TotalSteps: math.Round(v * d), DurationS: d}
+		spec := strings.Replace(s.jobHCL(id, model, int(j.TotalSteps), 1), `"rondo.vc"    = "research"`, fmt.Sprintf(`"rondo.vc"    = %q`, vc), 1)
+		s.submitSpec(id, spec)
+		ids, jobs, vcOf[id] = append(ids, id), append(jobs, j), vc
+	}
+	for i, m := range sharingModels {
+		add(fmt.Sprintf("r%d", i), "research", m, 40+10*float64(i%3))
+	}
+	for i, m := range sharingModels[:3] {
+		add(fmt.Sprintf("p%d", i), "prod", m, 40)
+	}
+	watch := watchSharing(c)
+	ag := s.startAgent("10s")
+	s.waitTrained(10*time.Minute, "every job done", ids, jobs)
+	ag.stop()
+	paired, violations := watch.stop()
+	t.Logf("pairs seen on shares of one GPU: %v", paired)
+	if len(violations) > 0 {
+		t.Errorf("a GPU held exclusively and shared at once (or a share twice): %s", strings.Join(violations, "; "))
+	}
+	if len(paired) == 0 {
+		t.Error("no two research jobs ever ran on shares of one GPU")
+	}
+	for _, p := range paired {
+		a, b, _ := strings.Cut(p, "+")
+		if vcOf[a] != "research" || vcOf[b] != "research" {
+			t.Errorf("pair %s: only research packs (prod has space_sharing = false)", p)
+		}
+	}
+	nodes := map[string]map[string]bool{} // VC -> nodes its jobs ran on
+	for _, id := range ids {
+		allocs, _, err := c.Jobs().Allocations(id, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, al := range allocs {
+			if nodes[vcOf[id]] == nil {
+				nodes[vcOf[id]] = map[string]bool{}
+			}
+			nodes[vcOf[id]][al.NodeName] = true
+		}
+	}
+	t.Logf("nodes per VC: %v", nodes)
+	for n := range nodes["research"] {
+		if nodes["prod"][n] {
+			t.Errorf("research and prod both ran on %s: a VC left its cell", n)
+		}
+	}
+}
