@@ -103,6 +103,10 @@ func (p *PairEstimates) Estimate(s *engine.Snapshot, iso *estimator.Online) bool
 		if a == nil || b == nil {
 			continue
 		}
+		if len(pr.Unknown) == 0 && !(p.Online.Has(a.ID) && p.Online.Has(b.ID)) {
+			out = append(out, pr) // the table's, as offered (the common case: no map built)
+			continue
+		}
 		tp := map[string][2]float64{}
 		useful := false
 		set := func(typ string, v [2]float64) {
