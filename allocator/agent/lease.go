@@ -76,7 +76,10 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	if partner == "" {
 		partner = a.partner[c.Job]
 	}
-	if partner != "" && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+	switch {
+	case p.GPUType == "" || !(p.ThroughputStepsPerS > 0):
+		// Progress only: nothing measured.
+	case partner != "":
 		// Learned as the pair's throughput (engine.Pair.Measured).
 		k := pairReport{c.Job, partner, p.GPUType}
 		r := a.measuredWith[k]
@@ -85,8 +88,7 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 			a.measuredWith[k] = r
 		}
 		r.add(p.ThroughputStepsPerS)
-	}
-	if partner == "" && p.GPUType != "" && p.ThroughputStepsPerS > 0 {
+	default:
 		a.st.SetThroughput(c.Job, p.GPUType, state.Measurement{StepsPerSec: p.ThroughputStepsPerS, Samples: n, At: p.At})
 		r := a.measured[c.Job][p.GPUType]
 		if r == nil {

@@ -3,7 +3,6 @@ package round
 import (
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
@@ -84,7 +83,7 @@ func (p *PairEstimates) Estimate(s *engine.Snapshot, iso *estimator.Online) bool
 	p.forgetGone(jobs)
 	for _, pr := range s.Pairs {
 		a, b := jobs[pr.Jobs[0]], jobs[pr.Jobs[1]]
-		for _, typ := range sortedKeys(pr.Measured) {
+		for _, typ := range slices.Sorted(maps.Keys(pr.Measured)) {
 			v := pr.Measured[typ]
 			p.Online.Observe(pr.Jobs[0], pr.Jobs[1], typ, v)
 			if a != nil && b != nil {
@@ -133,7 +132,7 @@ func (p *PairEstimates) Estimate(s *engine.Snapshot, iso *estimator.Online) bool
 			continue
 		}
 		if maps.Equal(tp, pr.Throughput) {
-			tp = pr.Throughput // unchanged: keep the backend's map (the engine compares maps by content anyway)
+			tp = pr.Throughput // unchanged: keep the backend's map
 		}
 		out = append(out, engine.Pair{Jobs: pr.Jobs, Throughput: tp, ReceivedS: pr.ReceivedS})
 	}
@@ -254,13 +253,4 @@ func (p *PairEstimates) forgetGone(jobs map[string]*engine.Job) {
 
 func key(j *engine.Job) throughputs.Key {
 	return throughputs.Key{Model: j.Model, ScaleFactor: j.ScaleFactor}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
