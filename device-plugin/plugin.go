@@ -219,7 +219,7 @@ func (p *Plugin) fingerprintLoop(ctx context.Context, ch chan<- *device.Fingerpr
 
 // watchEvents turns Xid critical errors into health changes.
 func (p *Plugin) watchEvents(ctx context.Context, lib nvml.Lib, period time.Duration) {
-	warned := false
+	warned, watching := false, false
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		inited := p.inited
@@ -236,6 +236,10 @@ func (p *Plugin) watchEvents(ctx context.Context, lib nvml.Lib, period time.Dura
 			}
 			sleepCtx(ctx, period)
 			continue
+		}
+		if !watching {
+			p.logger.Info("watching NVML Xid critical-error events")
+			watching = true
 		}
 		if len(evs) == 0 {
 			continue

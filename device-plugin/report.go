@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"sort"
+	"time"
 
 	"github.com/hashicorp/nomad/plugins/device"
 )
@@ -17,6 +18,9 @@ type Report struct {
 	Cells     map[string]string `json:"cells,omitempty"`
 	Groups    []ReportGroup     `json:"device_groups"`
 	Stats     map[string]any    `json:"stats,omitempty"` // "<uuid>" → {stat: "value unit"}
+	// XidEvents says whether the backend accepted the Xid critical-error
+	// event registration: "registered", or why not.
+	XidEvents string `json:"xid_events,omitempty"`
 }
 
 // ReportGPU is one GPU in a Report.
@@ -70,6 +74,14 @@ func (p *Plugin) FingerprintReport() (*Report, error) {
 		}
 	}
 	r.Groups = reportGroups(groups)
+	if inv.InitErr == "" {
+		r.XidEvents = "registered"
+		if _, lib, err := p.settings(); err != nil {
+			r.XidEvents = err.Error()
+		} else if _, err := lib.WaitEvents(10 * time.Millisecond); err != nil {
+			r.XidEvents = err.Error()
+		}
+	}
 	r.Stats = map[string]any{}
 	for _, gs := range p.Sample() {
 		if gs.Type != TypeGPU {
