@@ -20,6 +20,10 @@ import (
 
 // Config is the plugin's `config { ... }` block.
 type Config struct {
+	// Enabled = false makes the plugin report no devices (Fingerprint,
+	// Stats and Reserve answer device.ErrPluginDisabled), as the official
+	// plugin's key does.
+	Enabled           bool   `codec:"enabled"`
 	FingerprintPeriod string `codec:"fingerprint_period"`
 	// XidUnhealthyPeriod: how long a GPU stays unhealthy after an Xid
 	// critical error before it may be reported healthy again.
@@ -48,18 +52,34 @@ type MPSProfile struct {
 // ConfigSpec is the HCL schema of Config.
 func ConfigSpec() *hclspec.Spec {
 	gpu := hclspec.NewObject(map[string]*hclspec.Spec{
-		"uuid":               hclspec.NewAttr("uuid", "string", true),
-		"model":              hclspec.NewAttr("model", "string", true),
-		"memory_mib":         hclspec.NewAttr("memory_mib", "number", true),
-		"compute_capability": hclspec.NewDefault(hclspec.NewAttr("compute_capability", "string", false), hclspec.NewLiteral(`"8.0"`)),
-		"pci_bus_id":         hclspec.NewAttr("pci_bus_id", "string", false),
-		"numa_node":          hclspec.NewDefault(hclspec.NewAttr("numa_node", "number", false), hclspec.NewLiteral("-1")),
-		"board":              hclspec.NewAttr("board", "string", false),
-		"pcie_switch":        hclspec.NewAttr("pcie_switch", "string", false),
-		"host_bridge":        hclspec.NewAttr("host_bridge", "string", false),
-		"mig":                hclspec.NewAttr("mig", "bool", false),
-		"power_limit_w":      hclspec.NewAttr("power_limit_w", "number", false),
-		"unhealthy_file":     hclspec.NewAttr("unhealthy_file", "string", false),
+		"uuid":                 hclspec.NewAttr("uuid", "string", true),
+		"model":                hclspec.NewAttr("model", "string", true),
+		"memory_mib":           hclspec.NewAttr("memory_mib", "number", true),
+		"compute_capability":   hclspec.NewDefault(hclspec.NewAttr("compute_capability", "string", false), hclspec.NewLiteral(`"8.0"`)),
+		"pci_bus_id":           hclspec.NewAttr("pci_bus_id", "string", false),
+		"numa_node":            hclspec.NewDefault(hclspec.NewAttr("numa_node", "number", false), hclspec.NewLiteral("-1")),
+		"board":                hclspec.NewAttr("board", "string", false),
+		"pcie_switch":          hclspec.NewAttr("pcie_switch", "string", false),
+		"host_bridge":          hclspec.NewAttr("host_bridge", "string", false),
+		"mig":                  hclspec.NewAttr("mig", "bool", false),
+		"power_limit_w":        hclspec.NewAttr("power_limit_w", "number", false),
+		"unhealthy_file":       hclspec.NewAttr("unhealthy_file", "string", false),
+		"max_sm_clock_mhz":     hclspec.NewAttr("max_sm_clock_mhz", "number", false),
+		"max_memory_clock_mhz": hclspec.NewAttr("max_memory_clock_mhz", "number", false),
+		"bar1_mib":             hclspec.NewAttr("bar1_mib", "number", false),
+		"pcie_generation":      hclspec.NewAttr("pcie_generation", "number", false),
+		"pcie_width":           hclspec.NewAttr("pcie_width", "number", false),
+		"persistence_mode":     hclspec.NewAttr("persistence_mode", "bool", false),
+		"display_mode":         hclspec.NewAttr("display_mode", "bool", false),
+		"ecc":                  hclspec.NewAttr("ecc", "bool", false),
+		"mig_device": hclspec.NewBlockList("mig_device", hclspec.NewObject(map[string]*hclspec.Spec{
+			"uuid":                hclspec.NewAttr("uuid", "string", true),
+			"profile":             hclspec.NewAttr("profile", "string", true),
+			"memory_mib":          hclspec.NewAttr("memory_mib", "number", true),
+			"gpu_instance_id":     hclspec.NewAttr("gpu_instance_id", "number", false),
+			"compute_instance_id": hclspec.NewAttr("compute_instance_id", "number", false),
+			"sm_count":            hclspec.NewAttr("sm_count", "number", false),
+		})),
 	})
 	link := hclspec.NewObject(map[string]*hclspec.Spec{
 		"a":     hclspec.NewAttr("a", "string", true),
@@ -81,6 +101,7 @@ func ConfigSpec() *hclspec.Spec {
 		"models":                   hclspec.NewAttr("models", "list(string)", false),
 	})
 	return hclspec.NewObject(map[string]*hclspec.Spec{
+		"enabled":              hclspec.NewDefault(hclspec.NewAttr("enabled", "bool", false), hclspec.NewLiteral("true")),
 		"fingerprint_period":   hclspec.NewDefault(hclspec.NewAttr("fingerprint_period", "string", false), hclspec.NewLiteral(`"5s"`)),
 		"xid_unhealthy_period": hclspec.NewDefault(hclspec.NewAttr("xid_unhealthy_period", "string", false), hclspec.NewLiteral(`"5m"`)),
 		"ignored_gpu_ids":      hclspec.NewAttr("ignored_gpu_ids", "list(string)", false),

@@ -22,17 +22,25 @@ const (
 
 // GPU is what one scan learnt about one GPU.
 type GPU struct {
-	Index        int
-	UUID         string
-	Model        string
-	MemoryMiB    uint64
-	CC           string // "major.minor"; "" when unknown
-	PCIBusID     string
-	NUMA         int // -1 when NVML does not report it
-	MIG          bool
-	PowerLimitW  uint32 // 0 when unknown
-	MaxSMMHz     uint32
-	MaxMemMHz    uint32
+	Index       int
+	UUID        string
+	Model       string
+	MemoryMiB   uint64
+	CC          string // "major.minor"; "" when unknown
+	PCIBusID    string
+	NUMA        int // -1 when NVML does not report it
+	MIG         bool
+	PowerLimitW uint32 // 0 when unknown
+	MaxSMMHz    uint32
+	MaxMemMHz   uint32
+	BAR1MiB     uint64 // 0 when unknown
+	PCIeMBps    uint64 // maximum PCIe bandwidth; 0 when unknown
+	Persistence string // "Enabled", "Disabled"; "" when unknown
+	Display     string
+	// MIGs are the MIG instances of a GPU in MIG mode: Nomad gets them as
+	// devices, and not the GPU itself (CUDA sees no device on a MIG-mode
+	// GPU handed out whole).
+	MIGs         []*MIGInstance
 	Missing      bool   // known from an earlier scan but no longer enumerated
 	LostErr      string // the probe failed with ErrGPULost
 	XidHealthMsg string // a recent Xid critical error
@@ -51,6 +59,46 @@ func (g *GPU) Healthy() (bool, string) {
 		return false, g.XidHealthMsg
 	}
 	return true, ""
+}
+
+// MIGInstance is one MIG device of a GPU.
+type MIGInstance struct {
+	UUID              string // "MIG-..."
+	Name              string // "<model> MIG <profile>": its Nomad device name, as the official plugin's
+	Profile           string // "1g.10gb"
+	MemoryMiB         uint64
+	GPUInstanceID     int
+	ComputeInstanceID int
+	SMCount           int
+	parent            *GPU
+	dev               nvml.Device
+}
+
+// migProfile is the profile part of a MIG device name ("... MIG 1g.10gb").
+func migProfile(name string) string {
+	if i := strings.LastIndex(name, " MIG "); i >= 0 {
+		return name[i+len(" MIG "):]
+	}
+	return name
+}
+
+// pcieMBps is a link's maximum PCIe bandwidth in MB/s: width x 1024 x
+// {gen 3: 1, 4: 2, 5: 3, 6: 4}, the official plugin's table (kept as is so
+// constraints on pci_bandwidth keep their meaning); other generations are
+// unknown (0).
+func pcieMBps(gen, width int) uint64 {
+	perLane := map[int]uint64{3: 1, 4: 2, 5: 3, 6: 4}[gen]
+	if width <= 0 {
+		return 0
+	}
+	return uint64(width) * 1024 * perLane
+}
+
+func enabledString(on bool) string {
+	if on {
+		return "Enabled"
+	}
+	return "Disabled"
 }
 
 // Topology holds the pairwise common-ancestor levels and the cell tree built
@@ -187,13 +235,25 @@ func (inv *Inventory) shares(profiles []MPSProfile) map[string]share {
 }
 
 // Groups renders the inventory as Nomad device groups: one "gpu" group per
-// model and one "gpu-share" group per (model, MPS profile). Attributes are per
-// group in Nomad, so per-GPU facts are keyed by the GPU's uuid:
-// "<uuid>.cell", "<uuid>.affinity", "<uuid>.numa_node", ...
+// model (GPUs in MIG mode left out), one "gpu" group per MIG device name
+// (the official plugin's "<model> MIG <profile>"), and one "gpu-share" group
+// per (model, MPS profile). Attributes are per group in Nomad, so per-device
+// facts are keyed by the device's uuid: "<uuid>.cell", "<uuid>.affinity",
+// "<uuid>.numa_node", "<mig uuid>.parent", ...
 func (inv *Inventory) Groups(profiles []MPSProfile, mpsAvailable func(uuid string) bool) []*device.DeviceGroup {
-	var models []string
+	var models, migNames []string
 	byModel := map[string][]*GPU{}
+	byMIG := map[string][]*MIGInstance{}
 	for _, g := range inv.GPUs {
+		if g.MIG {
+			for _, m := range g.MIGs {
+				if _, ok := byMIG[m.Name]; !ok {
+					migNames = append(migNames, m.Name)
+				}
+				byMIG[m.Name] = append(byMIG[m.Name], m)
+			}
+			continue
+		}
 		if _, ok := byModel[g.Model]; !ok {
 			models = append(models, g.Model)
 		}
@@ -204,11 +264,36 @@ func (inv *Inventory) Groups(profiles []MPSProfile, mpsAvailable func(uuid strin
 		gpus := byModel[m]
 		attrs := inv.commonAttrs(gpus)
 		for _, g := range gpus {
-			inv.perGPUAttrs(attrs, g, mpsAvailable)
+			inv.perGPUAttrs(attrs, g, g.UUID, mpsAvailable)
 		}
 		grp := &device.DeviceGroup{Vendor: Vendor, Type: TypeGPU, Name: m, Attributes: attrs}
 		for _, g := range gpus {
 			grp.Devices = append(grp.Devices, instance(g, g.UUID))
+		}
+		groups = append(groups, grp)
+	}
+	for _, name := range migNames {
+		migs := byMIG[name]
+		var parents []*GPU
+		for _, m := range migs {
+			parents = append(parents, m.parent)
+		}
+		attrs := inv.commonAttrs(parents)
+		attrs["model"] = structs.NewStringAttribute(name)
+		attrs["parent_model"] = structs.NewStringAttribute(parents[0].Model)
+		attrs["mig_profile"] = structs.NewStringAttribute(migs[0].Profile)
+		attrs["memory"] = structs.NewIntAttribute(int64(migs[0].MemoryMiB), structs.UnitMiB)
+		if migs[0].SMCount > 0 {
+			attrs["multiprocessors"] = structs.NewIntAttribute(int64(migs[0].SMCount), "")
+		}
+		grp := &device.DeviceGroup{Vendor: Vendor, Type: TypeGPU, Name: name, Attributes: attrs}
+		for _, m := range migs {
+			inv.perGPUAttrs(attrs, m.parent, m.UUID, nil)
+			k := func(s string) string { return m.UUID + "." + s }
+			attrs[k("parent")] = structs.NewStringAttribute(m.parent.UUID)
+			attrs[k("gpu_instance_id")] = structs.NewIntAttribute(int64(m.GPUInstanceID), "")
+			attrs[k("compute_instance_id")] = structs.NewIntAttribute(int64(m.ComputeInstanceID), "")
+			grp.Devices = append(grp.Devices, instance(m.parent, m.UUID))
 		}
 		groups = append(groups, grp)
 	}
@@ -230,7 +315,7 @@ func (inv *Inventory) Groups(profiles []MPSProfile, mpsAvailable func(uuid strin
 			attrs["share_memory"] = structs.NewIntAttribute(int64(shareMemMiB(p, gpus[0])), structs.UnitMiB)
 			grp := &device.DeviceGroup{Vendor: Vendor, Type: TypeGPUShare, Name: m + "-" + p.Name, Attributes: attrs}
 			for _, g := range gpus {
-				inv.perGPUAttrs(attrs, g, mpsAvailable)
+				inv.perGPUAttrs(attrs, g, g.UUID, mpsAvailable)
 				for k := 0; k < p.Shares; k++ {
 					grp.Devices = append(grp.Devices, instance(g, shareID(g.UUID, p.Name, k)))
 				}
@@ -241,6 +326,8 @@ func (inv *Inventory) Groups(profiles []MPSProfile, mpsAvailable func(uuid strin
 	return groups
 }
 
+// instance is one Nomad device: a GPU, a MIG instance or a share, healthy
+// as its GPU is.
 func instance(g *GPU, id string) *device.Device {
 	ok, desc := g.Healthy()
 	d := &device.Device{ID: id, Healthy: ok, HealthDesc: desc}
@@ -250,6 +337,11 @@ func instance(g *GPU, id string) *device.Device {
 	return d
 }
 
+// commonAttrs are the group-wide attributes: Rondo's names and, beside
+// them, the official nomad-device-nvidia's (power, cores_clock,
+// memory_clock, bar1, pci_bandwidth, persistence_mode, display_state), so
+// constraints written for either keep matching. Model-wide facts come from
+// the first GPU that knows them.
 func (inv *Inventory) commonAttrs(gpus []*GPU) map[string]*structs.Attribute {
 	attrs := map[string]*structs.Attribute{
 		"model":           structs.NewStringAttribute(gpus[0].Model),
@@ -261,29 +353,50 @@ func (inv *Inventory) commonAttrs(gpus []*GPU) map[string]*structs.Attribute {
 	if inv.Cuda != "" {
 		attrs["cuda_version"] = structs.NewStringAttribute(inv.Cuda)
 	}
-	// Model-wide facts come from the first GPU that knows them.
+	set := func(name string, a *structs.Attribute) {
+		if _, ok := attrs[name]; !ok {
+			attrs[name] = a
+		}
+	}
 	for _, g := range gpus {
-		if _, ok := attrs["memory"]; !ok && g.MemoryMiB > 0 {
-			attrs["memory"] = structs.NewIntAttribute(int64(g.MemoryMiB), structs.UnitMiB)
+		if g.MemoryMiB > 0 {
+			set("memory", structs.NewIntAttribute(int64(g.MemoryMiB), structs.UnitMiB))
 		}
-		if _, ok := attrs["compute_capability"]; !ok && g.CC != "" {
-			attrs["compute_capability"] = structs.NewStringAttribute(g.CC)
+		if g.CC != "" {
+			set("compute_capability", structs.NewStringAttribute(g.CC))
 		}
-		if _, ok := attrs["power_limit"]; !ok && g.PowerLimitW > 0 {
-			attrs["power_limit"] = structs.NewIntAttribute(int64(g.PowerLimitW), structs.UnitW)
+		if g.PowerLimitW > 0 {
+			set("power_limit", structs.NewIntAttribute(int64(g.PowerLimitW), structs.UnitW))
+			set("power", structs.NewIntAttribute(int64(g.PowerLimitW), structs.UnitW))
 		}
-		if _, ok := attrs["max_sm_clock"]; !ok && g.MaxSMMHz > 0 {
-			attrs["max_sm_clock"] = structs.NewIntAttribute(int64(g.MaxSMMHz), structs.UnitMHz)
+		if g.MaxSMMHz > 0 {
+			set("max_sm_clock", structs.NewIntAttribute(int64(g.MaxSMMHz), structs.UnitMHz))
+			set("cores_clock", structs.NewIntAttribute(int64(g.MaxSMMHz), structs.UnitMHz))
 		}
-		if _, ok := attrs["max_memory_clock"]; !ok && g.MaxMemMHz > 0 {
-			attrs["max_memory_clock"] = structs.NewIntAttribute(int64(g.MaxMemMHz), structs.UnitMHz)
+		if g.MaxMemMHz > 0 {
+			set("max_memory_clock", structs.NewIntAttribute(int64(g.MaxMemMHz), structs.UnitMHz))
+			set("memory_clock", structs.NewIntAttribute(int64(g.MaxMemMHz), structs.UnitMHz))
+		}
+		if g.BAR1MiB > 0 {
+			set("bar1", structs.NewIntAttribute(int64(g.BAR1MiB), structs.UnitMiB))
+		}
+		if g.PCIeMBps > 0 {
+			set("pci_bandwidth", structs.NewIntAttribute(int64(g.PCIeMBps), structs.UnitMBPerS))
+		}
+		if g.Persistence != "" {
+			set("persistence_mode", structs.NewStringAttribute(g.Persistence))
+		}
+		if g.Display != "" {
+			set("display_state", structs.NewStringAttribute(g.Display))
 		}
 	}
 	return attrs
 }
 
-func (inv *Inventory) perGPUAttrs(attrs map[string]*structs.Attribute, g *GPU, mpsAvailable func(string) bool) {
-	k := func(s string) string { return g.UUID + "." + s }
+// perGPUAttrs writes g's per-device facts keyed by id (g's uuid, or the uuid
+// of one of its MIG instances).
+func (inv *Inventory) perGPUAttrs(attrs map[string]*structs.Attribute, g *GPU, id string, mpsAvailable func(string) bool) {
+	k := func(s string) string { return id + "." + s }
 	attrs[k("index")] = structs.NewIntAttribute(int64(g.Index), "")
 	if g.NUMA >= 0 {
 		attrs[k("numa_node")] = structs.NewIntAttribute(int64(g.NUMA), "")
@@ -371,6 +484,21 @@ func scanBackend(lib nvml.Lib, ignored map[string]bool, prev *Inventory) *Invent
 		}
 		g.MaxSMMHz, _ = d.MaxClockSMMHz()
 		g.MaxMemMHz, _ = d.MaxClockMemMHz()
+		if t, _, err := d.BAR1MemoryMiB(); err == nil {
+			g.BAR1MiB = t
+		}
+		if gen, w, err := d.MaxPcieLink(); err == nil {
+			g.PCIeMBps = pcieMBps(gen, w)
+		}
+		if on, err := d.PersistenceMode(); err == nil {
+			g.Persistence = enabledString(on)
+		}
+		if on, err := d.DisplayMode(); err == nil {
+			g.Display = enabledString(on)
+		}
+		if g.MIG {
+			g.MIGs = scanMIG(d, g, old)
+		}
 		inv.GPUs = append(inv.GPUs, g)
 	}
 	if prev != nil {
@@ -378,6 +506,7 @@ func scanBackend(lib nvml.Lib, ignored map[string]bool, prev *Inventory) *Invent
 			if !seen[old.UUID] && !ignored[old.UUID] {
 				g := *old
 				g.Missing, g.dev = true, nil
+				g.MIGs = rebaseMIG(old.MIGs, &g)
 				inv.GPUs = append(inv.GPUs, &g)
 			}
 		}
@@ -385,6 +514,60 @@ func scanBackend(lib nvml.Lib, ignored map[string]bool, prev *Inventory) *Invent
 	sort.SliceStable(inv.GPUs, func(i, j int) bool { return inv.GPUs[i].Index < inv.GPUs[j].Index })
 	inv.Topology = scanTopology(inv.GPUs, prev)
 	return inv
+}
+
+// scanMIG lists a MIG-mode GPU's instances. A lost GPU keeps the instances
+// an earlier scan saw (so they stay visible, unhealthy).
+func scanMIG(d nvml.Device, g *GPU, old *GPU) []*MIGInstance {
+	migs, err := d.MigDevices()
+	if err != nil {
+		if old != nil {
+			return rebaseMIG(old.MIGs, g)
+		}
+		return nil
+	}
+	var out []*MIGInstance
+	for _, m := range migs {
+		uuid, err := m.UUID()
+		if err != nil || uuid == "" {
+			continue
+		}
+		name, _ := m.Name()
+		if name == "" {
+			name = g.Model + " MIG"
+		}
+		mi := &MIGInstance{UUID: uuid, Name: name, Profile: migProfile(name),
+			GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, SMCount: m.SMCount,
+			parent: g, dev: m.Device}
+		if mem, err := m.MemoryInfo(); err == nil {
+			mi.MemoryMiB = mem.Total >> 20
+		}
+		out = append(out, mi)
+	}
+	return out
+}
+
+// rebaseMIG copies MIG instances onto a new GPU value.
+func rebaseMIG(migs []*MIGInstance, g *GPU) []*MIGInstance {
+	out := make([]*MIGInstance, len(migs))
+	for i, m := range migs {
+		c := *m
+		c.parent, c.dev = g, nil
+		out[i] = &c
+	}
+	return out
+}
+
+// mig finds a MIG instance by uuid.
+func (inv *Inventory) mig(uuid string) *MIGInstance {
+	for _, g := range inv.GPUs {
+		for _, m := range g.MIGs {
+			if m.UUID == uuid {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 func scanTopology(gpus []*GPU, prev *Inventory) *Topology {

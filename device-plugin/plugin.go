@@ -175,6 +175,9 @@ func (p *Plugin) Fingerprint(ctx context.Context) (<-chan *device.FingerprintRes
 	if err != nil {
 		return nil, err
 	}
+	if !s.Enabled {
+		return nil, device.ErrPluginDisabled
+	}
 	ch := make(chan *device.FingerprintResponse, 1)
 	go p.watchEvents(ctx, lib, s.period)
 	go p.fingerprintLoop(ctx, ch, s.period)
@@ -275,9 +278,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // Reserve implements device.DevicePlugin; see reserve for what it refuses.
 func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
+	if len(ids) == 0 {
+		return &device.ContainerReservation{}, nil
+	}
 	s, _, err := p.settings()
 	if err != nil {
 		return nil, err
+	}
+	if !s.Enabled {
+		return nil, device.ErrPluginDisabled
 	}
 	p.mu.Lock()
 	inv := p.inv
@@ -292,8 +301,12 @@ func (p *Plugin) Reserve(ids []string) (*device.ContainerReservation, error) {
 
 // Stats implements device.DevicePlugin: one sample per interval.
 func (p *Plugin) Stats(ctx context.Context, interval time.Duration) (<-chan *device.StatsResponse, error) {
-	if _, _, err := p.settings(); err != nil {
+	s, _, err := p.settings()
+	if err != nil {
 		return nil, err
+	}
+	if !s.Enabled {
+		return nil, device.ErrPluginDisabled
 	}
 	if interval <= 0 {
 		interval = time.Second
@@ -331,10 +344,10 @@ func (p *Plugin) Sample() []*device.DeviceGroupStats {
 	now := time.Now()
 	per := map[string]*device.DeviceStats{}
 	for _, g := range inv.GPUs {
-		if g.dev == nil {
+		if g.dev == nil || g.MIG {
 			continue
 		}
-		per[g.UUID] = gpuStats(g, now)
+		per[g.UUID] = gpuStats(g.dev, now)
 	}
 	var out []*device.DeviceGroupStats
 	groups := map[string]*device.DeviceGroupStats{}
@@ -351,6 +364,11 @@ func (p *Plugin) Sample() []*device.DeviceGroupStats {
 	for _, g := range inv.GPUs {
 		if st, ok := per[g.UUID]; ok {
 			get(TypeGPU, g.Model).InstanceStats[g.UUID] = st
+		}
+		for _, m := range g.MIGs {
+			if m.dev != nil {
+				get(TypeGPU, m.Name).InstanceStats[m.UUID] = gpuStats(m.dev, now)
+			}
 		}
 	}
 	for _, pr := range s.MPSProfiles {
@@ -372,27 +390,52 @@ func intStat(v int64, unit, desc string) *structs.StatValue {
 	return &structs.StatValue{IntNumeratorVal: &v, Unit: unit, Desc: desc}
 }
 
-func gpuStats(g *GPU, now time.Time) *device.DeviceStats {
+// gpuStats samples one device (a GPU or a MIG instance, which answers
+// fewer queries) under Rondo's stat names and, beside them, the official
+// nomad-device-nvidia's ("GPU utilization", "Memory state", "ECC L1
+// errors", ...), so dashboards built on either keep working.
+func gpuStats(d nvml.Device, now time.Time) *device.DeviceStats {
 	attrs := map[string]*structs.StatValue{}
 	var summary *structs.StatValue
-	d := g.dev
 	if u, err := d.Utilization(); err == nil {
 		summary = intStat(int64(u.GPU), "%", "GPU utilization")
 		attrs["utilization"] = summary
 		attrs["memory_utilization"] = intStat(int64(u.Memory), "%", "memory bandwidth utilization")
+		attrs["GPU utilization"] = intStat(int64(u.GPU), "%", "percent of the sample period a kernel ran")
+		attrs["Memory utilization"] = intStat(int64(u.Memory), "%", "percent of the sample period memory was read or written")
+	}
+	if e, err := d.EncoderUtilization(); err == nil {
+		attrs["Encoder utilization"] = intStat(int64(e), "%", "video encoder utilization")
+	}
+	if e, err := d.DecoderUtilization(); err == nil {
+		attrs["Decoder utilization"] = intStat(int64(e), "%", "video decoder utilization")
 	}
 	if m, err := d.MemoryInfo(); err == nil {
 		used, total := int64(m.Used>>20), int64(m.Total>>20)
 		attrs["memory_used"] = &structs.StatValue{IntNumeratorVal: &used, IntDenominatorVal: &total, Unit: structs.UnitMiB, Desc: "memory used"}
+		attrs["Memory state"] = &structs.StatValue{IntNumeratorVal: &used, IntDenominatorVal: &total, Unit: structs.UnitMiB, Desc: "used / total memory"}
+	}
+	if total, used, err := d.BAR1MemoryMiB(); err == nil {
+		u, t := int64(used), int64(total)
+		attrs["BAR1 buffer state"] = &structs.StatValue{IntNumeratorVal: &u, IntDenominatorVal: &t, Unit: structs.UnitMiB, Desc: "used / total BAR1 aperture"}
 	}
 	if pw, err := d.PowerUsageMilliwatts(); err == nil {
 		attrs["power"] = intStat(int64(pw/1000), structs.UnitW, "power draw")
+		attrs["Power usage"] = intStat(int64(pw/1000), structs.UnitW, "power draw")
 	}
 	if t, err := d.TemperatureC(); err == nil {
 		attrs["temperature"] = intStat(int64(t), "C", "GPU temperature")
+		attrs["Temperature"] = intStat(int64(t), "C", "GPU temperature")
 	}
 	if c, err := d.ClockSMMHz(); err == nil {
 		attrs["sm_clock"] = intStat(int64(c), structs.UnitMHz, "SM clock")
+	}
+	if e, err := d.ECCErrors(); err == nil {
+		attrs["ECC L1 errors"] = intStat(int64(e.L1), "#", "corrected L1 cache ECC errors since driver load")
+		attrs["ECC L2 errors"] = intStat(int64(e.L2), "#", "corrected L2 cache ECC errors since driver load")
+		attrs["ECC memory errors"] = intStat(int64(e.Memory), "#", "corrected device memory ECC errors since driver load")
+		attrs["ecc_corrected"] = intStat(int64(e.L1+e.L2+e.Memory+e.RegisterFile), "#", "corrected ECC errors since driver load")
+		attrs["ecc_uncorrected"] = intStat(int64(e.Uncorrected), "#", "uncorrected ECC errors since driver load")
 	}
 	if summary == nil {
 		summary = &structs.StatValue{StringVal: strPtr("unavailable"), Desc: "GPU utilization"}

@@ -9,7 +9,9 @@ import (
 
 // Report is what `nomad-device-rondo fingerprint` prints as JSON.
 type Report struct {
-	Backend   string            `json:"backend"` // "nvml" or "fake"
+	Backend string `json:"backend"` // "nvml" or "fake"
+	// Disabled: the config says enabled = false; nothing was scanned.
+	Disabled  bool              `json:"disabled,omitempty"`
 	InitError string            `json:"init_error,omitempty"`
 	Driver    string            `json:"driver_version,omitempty"`
 	Cuda      string            `json:"cuda_version,omitempty"`
@@ -36,6 +38,19 @@ type ReportGPU struct {
 	PowerLimitW uint32 `json:"power_limit_w,omitempty"`
 	Healthy     bool   `json:"healthy"`
 	Health      string `json:"health,omitempty"`
+	// MIG instances of a GPU in MIG mode.
+	MIGs []ReportMIG `json:"mig_devices,omitempty"`
+}
+
+// ReportMIG is one MIG instance in a Report.
+type ReportMIG struct {
+	UUID              string `json:"uuid"`
+	Name              string `json:"name"`
+	Profile           string `json:"profile"`
+	MemoryMiB         uint64 `json:"memory_mib"`
+	GPUInstanceID     int    `json:"gpu_instance_id"`
+	ComputeInstanceID int    `json:"compute_instance_id"`
+	SMCount           int    `json:"sm_count,omitempty"`
 }
 
 // ReportGroup is one Nomad device group in a Report.
@@ -48,6 +63,9 @@ type ReportGroup struct {
 
 // FingerprintReport runs one fingerprint and one stats sample.
 func (p *Plugin) FingerprintReport() (*Report, error) {
+	if s, _, err := p.settings(); err == nil && !s.Enabled {
+		return &Report{Backend: "nvml", Disabled: true, GPUs: []ReportGPU{}, Groups: []ReportGroup{}}, nil
+	}
 	inv, groups, err := p.Refresh()
 	if err != nil {
 		return nil, err
@@ -62,7 +80,11 @@ func (p *Plugin) FingerprintReport() (*Report, error) {
 	r.GPUs = []ReportGPU{}
 	for _, g := range inv.GPUs {
 		ok, desc := g.Healthy()
-		r.GPUs = append(r.GPUs, ReportGPU{g.Index, g.UUID, g.Model, g.MemoryMiB, g.CC, g.PCIBusID, g.NUMA, g.MIG, g.PowerLimitW, ok, desc})
+		rg := ReportGPU{g.Index, g.UUID, g.Model, g.MemoryMiB, g.CC, g.PCIBusID, g.NUMA, g.MIG, g.PowerLimitW, ok, desc, nil}
+		for _, m := range g.MIGs {
+			rg.MIGs = append(rg.MIGs, ReportMIG{m.UUID, m.Name, m.Profile, m.MemoryMiB, m.GPUInstanceID, m.ComputeInstanceID, m.SMCount})
+		}
+		r.GPUs = append(r.GPUs, rg)
 	}
 	if t := inv.Topology; t != nil && len(t.UUIDs) > 0 {
 		r.Cells = t.Cells

@@ -13,9 +13,10 @@ import (
 // or all shares of one profile; reserve still checks any mix it is handed and
 // refuses what one CUDA process cannot be given:
 //
-//   - an unknown or duplicated id;
+//   - an unknown or duplicated id, or a GPU in MIG mode (its MIG devices are
+//     the devices);
 //   - an exclusive GPU together with a share of the same GPU;
-//   - exclusive GPUs together with shares (of other GPUs): the MPS variables
+//   - exclusive GPUs or MIG devices together with shares (of other GPUs): the MPS variables
 //     would apply to every GPU the process sees;
 //   - shares of more than one GPU: one process reaches one MPS control daemon
 //     (one pipe directory) and has one active thread percentage;
@@ -35,6 +36,14 @@ func reserve(inv *Inventory, s *settings, ids []string) (*device.ContainerReserv
 		}
 		seen[id] = true
 		if g := inv.gpu(id); g != nil {
+			if g.MIG {
+				return nil, fmt.Errorf("reserve: GPU %s is in MIG mode: CUDA sees no device on it; reserve its MIG devices", id)
+			}
+			exclusive = append(exclusive, id)
+			continue
+		}
+		if inv.mig(id) != nil {
+			// A MIG instance is exclusive too; CUDA takes its "MIG-" uuid.
 			exclusive = append(exclusive, id)
 			continue
 		}

@@ -41,6 +41,31 @@ type FakeGPU struct {
 	PowerLimitW       int    `codec:"power_limit_w"` // 0: not supported
 	// UnhealthyFile: while this file exists the GPU answers like a lost GPU.
 	UnhealthyFile string `codec:"unhealthy_file"`
+	// Facts the official plugin publishes; 0 / false: not supported (BAR1,
+	// PCIe link) or disabled (modes).
+	MaxSMClockMHz   int  `codec:"max_sm_clock_mhz"`
+	MaxMemClockMHz  int  `codec:"max_memory_clock_mhz"`
+	BAR1MiB         int  `codec:"bar1_mib"`
+	PCIeGeneration  int  `codec:"pcie_generation"`
+	PCIeWidth       int  `codec:"pcie_width"`
+	PersistenceMode bool `codec:"persistence_mode"`
+	DisplayMode     bool `codec:"display_mode"`
+	// ECC: the GPU counts ECC errors. The counts come from the fault
+	// directory's "<uuid>.ecc" file: "L1 L2 MEMORY [UNCORRECTED]" (corrected
+	// errors by location, then uncorrected); no file reads as zeros.
+	ECC bool `codec:"ecc"`
+	// MigDevices are the MIG instances of a GPU with mig = true.
+	MigDevices []FakeMig `codec:"mig_device"`
+}
+
+// FakeMig is one MIG instance of a fake GPU.
+type FakeMig struct {
+	UUID              string `codec:"uuid"`
+	Profile           string `codec:"profile"` // e.g. "1g.10gb"
+	MemoryMiB         int    `codec:"memory_mib"`
+	GPUInstanceID     int    `codec:"gpu_instance_id"`
+	ComputeInstanceID int    `codec:"compute_instance_id"`
+	SMCount           int    `codec:"sm_count"`
 }
 
 // FakeLink overrides the topology level between two fake GPUs.
@@ -79,6 +104,42 @@ func (c *FakeConfig) Validate() error {
 		}
 		if g.PowerLimitW < 0 {
 			return fmt.Errorf("%s: must be >= 0, got %d", f("power_limit_w"), g.PowerLimitW)
+		}
+		for _, x := range []struct {
+			name string
+			v    int
+		}{{"max_sm_clock_mhz", g.MaxSMClockMHz}, {"max_memory_clock_mhz", g.MaxMemClockMHz},
+			{"bar1_mib", g.BAR1MiB}, {"pcie_generation", g.PCIeGeneration}, {"pcie_width", g.PCIeWidth}} {
+			if x.v < 0 {
+				return fmt.Errorf("%s: must be >= 0, got %d", f(x.name), x.v)
+			}
+		}
+		if len(g.MigDevices) > 0 && !g.MIG {
+			return fmt.Errorf("%s: mig_device blocks need mig = true", f("mig_device"))
+		}
+		mem := 0
+		for j, m := range g.MigDevices {
+			mf := func(field string) string { return fmt.Sprintf("fake.gpu[%d].mig_device[%d].%s", i, j, field) }
+			if m.UUID == "" {
+				return fmt.Errorf("%s: required", mf("uuid"))
+			}
+			if k, dup := seen[m.UUID]; dup {
+				return fmt.Errorf("%s: %q duplicates fake.gpu[%d] or one of its MIG devices", mf("uuid"), m.UUID, k)
+			}
+			seen[m.UUID] = i
+			if m.Profile == "" {
+				return fmt.Errorf("%s: required (e.g. \"1g.10gb\")", mf("profile"))
+			}
+			if m.MemoryMiB <= 0 {
+				return fmt.Errorf("%s: must be > 0, got %d", mf("memory_mib"), m.MemoryMiB)
+			}
+			if m.GPUInstanceID < 0 || m.ComputeInstanceID < 0 || m.SMCount < 0 {
+				return fmt.Errorf("%s: instance ids and sm_count must be >= 0", mf("gpu_instance_id"))
+			}
+			mem += m.MemoryMiB
+		}
+		if mem > g.MemoryMiB {
+			return fmt.Errorf("%s: MIG devices hold %d MiB, more than the GPU's %d MiB", f("mig_device"), mem, g.MemoryMiB)
 		}
 	}
 	for i, l := range c.Links {
@@ -351,9 +412,117 @@ func (d *fakeDevice) ClockSMMHz() (uint32, error) {
 }
 
 func (d *fakeDevice) MaxClockSMMHz() (uint32, error) {
-	return 0, fmt.Errorf("max sm clock: %w", ErrNotSupported)
+	if d.g.MaxSMClockMHz == 0 {
+		return 0, fmt.Errorf("max sm clock: %w", ErrNotSupported)
+	}
+	return uint32(d.g.MaxSMClockMHz), nil
 }
 
 func (d *fakeDevice) MaxClockMemMHz() (uint32, error) {
-	return 0, fmt.Errorf("max memory clock: %w", ErrNotSupported)
+	if d.g.MaxMemClockMHz == 0 {
+		return 0, fmt.Errorf("max memory clock: %w", ErrNotSupported)
+	}
+	return uint32(d.g.MaxMemClockMHz), nil
 }
+
+func (d *fakeDevice) BAR1MemoryMiB() (uint64, uint64, error) {
+	if d.g.BAR1MiB == 0 {
+		return 0, 0, fmt.Errorf("bar1 memory: %w", ErrNotSupported)
+	}
+	if err := d.dyn("bar1 memory"); err != nil {
+		return 0, 0, err
+	}
+	return uint64(d.g.BAR1MiB), 2, nil
+}
+
+func (d *fakeDevice) MaxPcieLink() (int, int, error) {
+	if d.g.PCIeGeneration == 0 || d.g.PCIeWidth == 0 {
+		return 0, 0, fmt.Errorf("max pcie link: %w", ErrNotSupported)
+	}
+	return d.g.PCIeGeneration, d.g.PCIeWidth, nil
+}
+
+func (d *fakeDevice) DisplayMode() (bool, error)     { return d.g.DisplayMode, nil }
+func (d *fakeDevice) PersistenceMode() (bool, error) { return d.g.PersistenceMode, nil }
+
+func (d *fakeDevice) EncoderUtilization() (uint32, error) {
+	return 0, d.dyn("encoder utilization")
+}
+
+func (d *fakeDevice) DecoderUtilization() (uint32, error) {
+	return 0, d.dyn("decoder utilization")
+}
+
+func (d *fakeDevice) ECCErrors() (ECCCounts, error) {
+	if !d.g.ECC {
+		return ECCCounts{}, fmt.Errorf("ecc: %w", ErrNotSupported)
+	}
+	if err := d.dyn("ecc"); err != nil {
+		return ECCCounts{}, err
+	}
+	var c ECCCounts
+	dst := []*uint64{&c.L1, &c.L2, &c.Memory, &c.Uncorrected}
+	if d.f.cfg.FaultDir == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(filepath.Join(d.f.cfg.FaultDir, d.g.UUID+".ecc"))
+	if err != nil {
+		return c, nil
+	}
+	for i, field := range strings.Fields(string(b)) {
+		n, err := strconv.ParseUint(field, 10, 64)
+		if err != nil || i >= len(dst) {
+			return ECCCounts{}, fmt.Errorf("ecc: %s.ecc: want \"L1 L2 MEMORY [UNCORRECTED]\" counts, got %q", d.g.UUID, strings.TrimSpace(string(b)))
+		}
+		*dst[i] = n
+	}
+	return c, nil
+}
+
+func (d *fakeDevice) MigDevices() ([]MigDevice, error) {
+	if !d.g.MIG {
+		return nil, nil
+	}
+	if err := d.dyn("mig devices"); err != nil {
+		return nil, err
+	}
+	out := make([]MigDevice, 0, len(d.g.MigDevices))
+	for i := range d.g.MigDevices {
+		m := &d.g.MigDevices[i]
+		out = append(out, MigDevice{Device: &fakeMig{fakeDevice: d, m: m},
+			GPUInstanceID: m.GPUInstanceID, ComputeInstanceID: m.ComputeInstanceID, SMCount: m.SMCount})
+	}
+	return out, nil
+}
+
+// fakeMig is a MIG instance: its own uuid, name and memory; like NVML, no
+// per-instance utilization, power or temperature; lost with its GPU.
+type fakeMig struct {
+	*fakeDevice
+	m *FakeMig
+}
+
+func (d *fakeMig) UUID() (string, error) { return d.m.UUID, nil }
+func (d *fakeMig) Name() (string, error) { return d.g.Model + " MIG " + d.m.Profile, nil }
+
+func (d *fakeMig) MemoryInfo() (Memory, error) {
+	if err := d.dyn("memory info"); err != nil {
+		return Memory{}, err
+	}
+	total := uint64(d.m.MemoryMiB) << 20
+	return Memory{Total: total, Used: total / 32, Free: total - total/32}, nil
+}
+
+func (d *fakeMig) Utilization() (Utilization, error) {
+	return Utilization{}, fmt.Errorf("utilization: %w", ErrNotSupported)
+}
+
+func (d *fakeMig) PowerUsageMilliwatts() (uint32, error) {
+	return 0, fmt.Errorf("power usage: %w", ErrNotSupported)
+}
+
+func (d *fakeMig) TemperatureC() (uint32, error) {
+	return 0, fmt.Errorf("temperature: %w", ErrNotSupported)
+}
+
+func (d *fakeMig) MigDevices() ([]MigDevice, error) { return nil, nil }

@@ -107,6 +107,25 @@ type Lib interface {
 	WaitEvents(timeout time.Duration) ([]Event, error)
 }
 
+// ECCCounts are a GPU's ECC error counters since the last driver reload
+// (NVML's volatile counters).
+type ECCCounts struct {
+	// Corrected errors by location, as the official plugin reports them.
+	L1, L2, Memory, RegisterFile uint64
+	// Uncorrected is the total of uncorrected (double-bit) errors.
+	Uncorrected uint64
+}
+
+// MigDevice is one MIG instance of a GPU in MIG mode. Its Device answers
+// UUID ("MIG-..."), Name ("<model> MIG <profile>") and MemoryInfo; other
+// queries may be ErrNotSupported (NVML has no per-instance power, clocks or
+// utilization).
+type MigDevice struct {
+	Device
+	GPUInstanceID, ComputeInstanceID int
+	SMCount                          int // multiprocessors of the instance; 0 when unknown
+}
+
 // Device is one GPU (nvmlDevice_t).
 type Device interface {
 	UUID() (string, error)
@@ -126,4 +145,18 @@ type Device interface {
 	ClockSMMHz() (uint32, error)
 	MaxClockSMMHz() (uint32, error)
 	MaxClockMemMHz() (uint32, error)
+	// BAR1MemoryMiB is the BAR1 aperture's total and used MiB.
+	BAR1MemoryMiB() (total, used uint64, err error)
+	// MaxPcieLink is the maximum PCIe generation and width.
+	MaxPcieLink() (gen, width int, err error)
+	// DisplayMode: a display is attached; PersistenceMode: the driver stays
+	// loaded with no client.
+	DisplayMode() (bool, error)
+	PersistenceMode() (bool, error)
+	EncoderUtilization() (uint32, error)
+	DecoderUtilization() (uint32, error)
+	ECCErrors() (ECCCounts, error)
+	// MigDevices lists the MIG instances of a GPU in MIG mode (none
+	// otherwise).
+	MigDevices() ([]MigDevice, error)
 }

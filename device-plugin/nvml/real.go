@@ -251,3 +251,103 @@ func (d realDevice) MaxClockMemMHz() (uint32, error) {
 	c, ret := d.d.GetMaxClockInfo(gonvml.CLOCK_MEM)
 	return c, wrap("max memory clock", ret)
 }
+
+func (d realDevice) BAR1MemoryMiB() (uint64, uint64, error) {
+	b, ret := d.d.GetBAR1MemoryInfo()
+	return b.Bar1Total >> 20, b.Bar1Used >> 20, wrap("bar1 memory", ret)
+}
+
+func (d realDevice) MaxPcieLink() (int, int, error) {
+	gen, ret := d.d.GetMaxPcieLinkGeneration()
+	if err := wrap("max pcie link generation", ret); err != nil {
+		return 0, 0, err
+	}
+	w, ret := d.d.GetMaxPcieLinkWidth()
+	return gen, w, wrap("max pcie link width", ret)
+}
+
+func (d realDevice) DisplayMode() (bool, error) {
+	m, ret := d.d.GetDisplayMode()
+	return m == gonvml.FEATURE_ENABLED, wrap("display mode", ret)
+}
+
+func (d realDevice) PersistenceMode() (bool, error) {
+	m, ret := d.d.GetPersistenceMode()
+	return m == gonvml.FEATURE_ENABLED, wrap("persistence mode", ret)
+}
+
+func (d realDevice) EncoderUtilization() (uint32, error) {
+	u, _, ret := d.d.GetEncoderUtilization()
+	return u, wrap("encoder utilization", ret)
+}
+
+func (d realDevice) DecoderUtilization() (uint32, error) {
+	u, _, ret := d.d.GetDecoderUtilization()
+	return u, wrap("decoder utilization", ret)
+}
+
+// ECCErrors reads the volatile counters per location with
+// nvmlDeviceGetMemoryErrorCounter (the detailed-counts call the official
+// plugin uses is deprecated and unsupported on recent GPUs). A location the
+// GPU does not count reads 0; a GPU with ECC off supports none.
+func (d realDevice) ECCErrors() (ECCCounts, error) {
+	var c ECCCounts
+	supported := false
+	for _, x := range []struct {
+		loc gonvml.MemoryLocation
+		dst *uint64
+	}{
+		{gonvml.MEMORY_LOCATION_L1_CACHE, &c.L1},
+		{gonvml.MEMORY_LOCATION_L2_CACHE, &c.L2},
+		{gonvml.MEMORY_LOCATION_DEVICE_MEMORY, &c.Memory},
+		{gonvml.MEMORY_LOCATION_REGISTER_FILE, &c.RegisterFile},
+	} {
+		n, ret := d.d.GetMemoryErrorCounter(gonvml.MEMORY_ERROR_TYPE_CORRECTED, gonvml.VOLATILE_ECC, x.loc)
+		if ret == gonvml.SUCCESS {
+			*x.dst, supported = n, true
+		} else if err := wrap("ecc counter", ret); !errors.Is(err, ErrNotSupported) {
+			return ECCCounts{}, err
+		}
+	}
+	n, ret := d.d.GetTotalEccErrors(gonvml.MEMORY_ERROR_TYPE_UNCORRECTED, gonvml.VOLATILE_ECC)
+	if ret == gonvml.SUCCESS {
+		c.Uncorrected, supported = n, true
+	} else if err := wrap("ecc total", ret); !errors.Is(err, ErrNotSupported) {
+		return ECCCounts{}, err
+	}
+	if !supported {
+		return ECCCounts{}, fmt.Errorf("ecc: %w", ErrNotSupported)
+	}
+	return c, nil
+}
+
+// MigDevices walks the GPU's MIG device slots; empty slots answer
+// NOT_FOUND and are skipped.
+func (d realDevice) MigDevices() ([]MigDevice, error) {
+	n, ret := d.d.GetMaxMigDeviceCount()
+	if err := wrap("max mig device count", ret); err != nil {
+		return nil, err
+	}
+	var out []MigDevice
+	for i := 0; i < n; i++ {
+		h, ret := d.d.GetMigDeviceHandleByIndex(i)
+		if ret == gonvml.ERROR_NOT_FOUND || ret == gonvml.ERROR_INVALID_ARGUMENT {
+			continue
+		}
+		if err := wrap(fmt.Sprintf("mig device %d", i), ret); err != nil {
+			return nil, err
+		}
+		m := MigDevice{Device: realDevice{h}}
+		if v, ret := h.GetGpuInstanceId(); ret == gonvml.SUCCESS {
+			m.GPUInstanceID = v
+		}
+		if v, ret := h.GetComputeInstanceId(); ret == gonvml.SUCCESS {
+			m.ComputeInstanceID = v
+		}
+		if a, ret := h.GetAttributes(); ret == gonvml.SUCCESS {
+			m.SMCount = int(a.MultiprocessorCount)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
