@@ -4,11 +4,12 @@
 // "nomad-device-rondo"` block in the agent config) it serves the plugin over
 // go-plugin. Run by hand:
 //
-//	nomad-device-rondo fingerprint [-config file.hcl] [-fake file.hcl]
+//	nomad-device-rondo fingerprint [-config file.hcl] [-fake file.hcl] [-require-gpu]
 //
 // fingerprints once (real NVML unless the config has a `fake` block) and
 // prints what it found as JSON. The file holds the body of the agent's
-// `config { ... }` block.
+// `config { ... }` block. With -require-gpu it exits 1, with one line on
+// stderr, when NVML cannot be loaded or reports no GPU.
 package main
 
 import (
@@ -43,7 +44,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, deviceplugin.PluginName, deviceplugin.PluginVersion)
 		return 0
 	}
-	fmt.Fprintf(stderr, "usage: %s fingerprint [-config file.hcl] [-fake file.hcl]\n(with no arguments it serves the Nomad device plugin)\n", deviceplugin.PluginName)
+	fmt.Fprintf(stderr, "usage: %s fingerprint [-config file.hcl] [-fake file.hcl] [-require-gpu]\n(with no arguments it serves the Nomad device plugin)\n", deviceplugin.PluginName)
 	return 2
 }
 
@@ -52,6 +53,7 @@ func fingerprint(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "plugin config file (body of the agent's config block)")
 	fakePath := fs.String("fake", "", "like -config, but the file must have a fake block")
+	requireGPU := fs.Bool("require-gpu", false, "fail (exit 1, one line on stderr) unless the backend loads and reports a GPU")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +82,9 @@ func fingerprint(args []string, stdout, stderr io.Writer) error {
 	if *fakePath != "" && cfg.Fake == nil {
 		return fmt.Errorf("%s: -fake needs a fake { ... } block", path)
 	}
-	logger := log.New(&log.LoggerOptions{Output: stderr, Level: log.Warn})
+	// The report holds what the log would say (init_error, xid_events), and
+	// a failed -require-gpu check must read as one line.
+	logger := log.New(&log.LoggerOptions{Output: stderr, Level: log.Off})
 	p := deviceplugin.New(logger)
 	if err := p.Configure(cfg); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -91,5 +95,25 @@ func fingerprint(args []string, stdout, stderr io.Writer) error {
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	if *requireGPU {
+		return checkHasGPU(r)
+	}
+	return nil
+}
+
+// checkHasGPU is -require-gpu: the one line says why the host cannot serve
+// GPUs to Nomad.
+func checkHasGPU(r *deviceplugin.Report) error {
+	switch {
+	case r.Disabled:
+		return errors.New("gpu check failed: the plugin is disabled (enabled = false)")
+	case r.InitError != "":
+		return fmt.Errorf("gpu check failed: NVML cannot be loaded: %s", r.InitError)
+	case len(r.GPUs) == 0:
+		return errors.New("gpu check failed: NVML loaded but reports no GPU (all ignored, or none visible)")
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,6 +91,56 @@ func TestGPUCheckScript(t *testing.T) {
 	}
 	if r.Backend != "fake" || len(r.GPUs) != 4 {
 		t.Errorf("report backend=%s gpus=%d", r.Backend, len(r.GPUs))
+	}
+}
+
+// Without NVML (this CI machine) the check fails with one line saying why;
+// the fake with GPUs passes, and so does nothing else.
+func TestGPUCheckFailsWithoutGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the plugin; skipped with -short")
+	}
+	bin := t.TempDir()
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command("bash", append([]string{"scripts/gpu-check.sh"}, args...)...)
+		cmd.Dir = "../.."
+		cmd.Env = append(os.Environ(), "BIN="+bin)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, strings.TrimSpace(stderr.String())
+	}
+	var r deviceplugin.Report
+	var out bytes.Buffer
+	cli([]string{"fingerprint"}, &out, io.Discard)
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.InitError == "" {
+		t.Skip("this host has NVML: the failing path cannot be shown here")
+	}
+	code, msg := run()
+	if code != 1 || !strings.Contains(msg, "gpu check failed: NVML cannot be loaded") || strings.Count(msg, "\n") != 0 {
+		t.Errorf("no NVML: exit %d, stderr %q", code, msg)
+	}
+	// Every GPU ignored: NVML "reports no GPU" is also a failure (checked on
+	// the fake, the only backend with GPUs here).
+	cfg := filepath.Join(t.TempDir(), "ignored.hcl")
+	body := "ignored_gpu_ids = [\"GPU-v100-0\", \"GPU-v100-1\", \"GPU-k80-0\", \"GPU-k80-1\"]\n" + readOrFail(t, "../../device-plugin/testdata/mixed.hcl")
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg := run("-fake", cfg); code != 1 || !strings.Contains(msg, "reports no GPU") {
+		t.Errorf("all GPUs ignored: exit %d, stderr %q", code, msg)
+	}
+	if code, msg := run("-fake", "device-plugin/testdata/mixed.hcl"); code != 0 {
+		t.Errorf("fake GPUs: exit %d, stderr %q", code, msg)
 	}
 }
 
