@@ -16,6 +16,7 @@ import (
 const (
 	v100 = "Tesla V100-SXM2-16GB"
 	k80  = "Tesla K80"
+	a100 = "NVIDIA A100-SXM4-40GB"
 )
 
 func findDevice(n *api.Node, typ, name string) *api.NodeDeviceResource {
@@ -63,6 +64,12 @@ func attrString(a *api.Attribute) string {
 // instance of the device request, and returns the allocation and its stdout.
 func runEnvJob(t *testing.T, a *Agent, jobID, deviceName string) (*api.Allocation, string) {
 	t.Helper()
+	return runEnvJobDevice(t, a, jobID, &api.RequestedDevice{Name: deviceName, Count: ptr(uint64(1))})
+}
+
+// runEnvJobDevice is runEnvJob with a full device request (constraints).
+func runEnvJobDevice(t *testing.T, a *Agent, jobID string, dev *api.RequestedDevice) (*api.Allocation, string) {
+	t.Helper()
 	c := a.Client()
 	job := api.NewBatchJob(jobID, jobID, "global", 50)
 	tg := api.NewTaskGroup("g", 1)
@@ -71,7 +78,7 @@ func runEnvJob(t *testing.T, a *Agent, jobID, deviceName string) (*api.Allocatio
 	task := api.NewTask("env", "raw_exec").SetConfig("command", "/usr/bin/env")
 	task.Require(&api.Resources{
 		CPU: ptr(100), MemoryMB: ptr(64),
-		Devices: []*api.RequestedDevice{{Name: deviceName, Count: ptr(uint64(1))}},
+		Devices: []*api.RequestedDevice{dev},
 	})
 	tg.AddTask(task)
 	job.AddTaskGroup(tg)
@@ -143,6 +150,30 @@ func TestDevicePluginOnNomad(t *testing.T) {
 	if conf == string(cfg) {
 		t.Fatal("test config edit failed")
 	}
+	// An A100 in MIG mode with two 3g.20gb instances, last in the fake block.
+	conf = strings.TrimSuffix(strings.TrimSpace(conf), "}") + `
+  gpu {
+    uuid               = "GPU-a100"
+    model              = "` + a100 + `"
+    memory_mib         = 40960
+    compute_capability = "8.0"
+    pci_bus_id         = "00000000:c1:00.0"
+    mig                = true
+    mig_device {
+      uuid            = "MIG-a100-0"
+      profile         = "3g.20gb"
+      memory_mib      = 20096
+      gpu_instance_id = 1
+    }
+    mig_device {
+      uuid            = "MIG-a100-1"
+      profile         = "3g.20gb"
+      memory_mib      = 20096
+      gpu_instance_id = 2
+    }
+  }
+}
+`
 
 	a := StartAgent(t, AgentOptions{
 		PluginDir: pluginDir,
@@ -162,7 +193,10 @@ func TestDevicePluginOnNomad(t *testing.T) {
 		"driver_version":      "535.104.05",
 		"GPU-v100-0.cell":     "system0/numa0/host-bridge0/pcie-multi-switch0/pcie-switch0/board0",
 		"GPU-v100-1.cell":     "system0/numa0/host-bridge0/pcie-multi-switch0/pcie-switch0/board0",
-		"GPU-v100-0.affinity": "GPU-v100-1=board,GPU-k80-0=system,GPU-k80-1=system",
+		"GPU-v100-0.affinity": "GPU-v100-1=board,GPU-k80-0=system,GPU-k80-1=system,GPU-a100=system",
+		// The official nomad-device-nvidia's names, so its constraints match.
+		"power": "300W", "cores_clock": "1530MHz", "memory_clock": "877MHz", "bar1": "16384MiB",
+		"pci_bandwidth": "16384MB/s", "persistence_mode": "Enabled", "display_state": "Disabled",
 	} {
 		if got := attrString(gv.Attributes[k]); got != want {
 			t.Errorf("node V100 attribute %s = %q, want %q", k, got, want)
@@ -173,6 +207,23 @@ func TestDevicePluginOnNomad(t *testing.T) {
 	}
 	if in := instance(gv, "GPU-v100-0"); in == nil || !in.Healthy || in.Locality == nil || in.Locality.PciBusID != "00000000:06:00.0" {
 		t.Errorf("V100-0 instance %+v", in)
+	}
+	// MIG: each instance is a device of its own, the MIG-mode GPU is not.
+	if d := findDevice(node, "gpu", a100); d != nil {
+		t.Errorf("a MIG-mode GPU is offered whole: %+v", d)
+	}
+	mig := findDevice(node, "gpu", a100+" MIG 3g.20gb")
+	if mig == nil || len(mig.Instances) != 2 || instance(mig, "MIG-a100-0") == nil || instance(mig, "MIG-a100-1") == nil {
+		t.Fatalf("MIG device group %+v", mig)
+	}
+	for k, want := range map[string]string{
+		"mig_profile": "3g.20gb", "memory": "20096MiB", "parent_model": a100,
+		"MIG-a100-1.parent": "GPU-a100", "MIG-a100-1.gpu_instance_id": "2",
+		"MIG-a100-1.cell": "system0/numa2/host-bridge2/pcie-multi-switch2/pcie-switch2/board3",
+	} {
+		if got := attrString(mig.Attributes[k]); got != want {
+			t.Errorf("node MIG attribute %s = %q, want %q", k, got, want)
+		}
 	}
 	share := findDevice(node, "gpu-share", v100+"-mps-50")
 	if share == nil || len(share.Instances) != 4 {
@@ -187,6 +238,27 @@ func TestDevicePluginOnNomad(t *testing.T) {
 	}
 	if !strings.HasPrefix(got[0], "GPU-") {
 		t.Errorf("allocated id %q", got[0])
+	}
+
+	// A job asking for a MIG profile gets its instance's MIG uuid.
+	alloc, out = runEnvJob(t, a, "mig-env", "nvidia/gpu/"+a100+" MIG 3g.20gb")
+	got = allocatedIDs(t, alloc)
+	if !strings.HasPrefix(got[0], "MIG-a100-") || envVar(out, "CUDA_VISIBLE_DEVICES") != got[0] || envVar(out, "NVIDIA_VISIBLE_DEVICES") != got[0] {
+		t.Errorf("MIG job allocated %v, env:\n%s", got, out)
+	}
+
+	// A constraint written for the official plugin's attributes still
+	// selects: only the V100s have persistence mode and 16 GB/s of PCIe.
+	alloc, _ = runEnvJobDevice(t, a, "official-constraints", &api.RequestedDevice{
+		Name: "nvidia/gpu", Count: ptr(uint64(1)),
+		Constraints: []*api.Constraint{
+			{LTarget: "${device.attr.persistence_mode}", Operand: "=", RTarget: "Enabled"},
+			{LTarget: "${device.attr.pci_bandwidth}", Operand: ">=", RTarget: "16000 MB/s"},
+			{LTarget: "${device.attr.cores_clock}", Operand: ">=", RTarget: "1 GHz"},
+		},
+	})
+	if got := allocatedIDs(t, alloc); !strings.HasPrefix(got[0], "GPU-v100-") {
+		t.Errorf("official-attribute constraints picked %v", got)
 	}
 
 	// An MPS share job gets the MPS environment.

@@ -22,6 +22,13 @@ fake {
     board              = "nvlink0"
     host_bridge        = "hb0"
     power_limit_w      = 300
+    # what the official plugin publishes too (bar1, pci_bandwidth, ...)
+    max_sm_clock_mhz     = 1530
+    max_memory_clock_mhz = 877
+    bar1_mib             = 16384
+    pcie_generation      = 3
+    pcie_width           = 16
+    persistence_mode     = true
   }
   gpu {
     uuid               = "GPU-v100-1"
@@ -33,6 +40,13 @@ fake {
     board              = "nvlink0"
     host_bridge        = "hb0"
     power_limit_w      = 300
+    # what the official plugin publishes too (bar1, pci_bandwidth, ...)
+    max_sm_clock_mhz     = 1530
+    max_memory_clock_mhz = 877
+    bar1_mib             = 16384
+    pcie_generation      = 3
+    pcie_width           = 16
+    persistence_mode     = true
   }
   gpu {
     uuid               = "GPU-k80-0"
