@@ -73,7 +73,6 @@ func covered(n engine.Node, written []Selector) bool {
 	return false
 }
 
-
 // Round derives the cells, rebuilds the cell state when they changed, and
 // decides the round on them.
 func (t *TopoCells) Round(s *engine.Snapshot) (*engine.Plan, error) {
