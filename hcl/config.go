@@ -32,7 +32,18 @@ type Config struct {
 	RoundSeconds int
 	CellTypes    []CellType
 	Cells        []Cell
+	// FromTopology: nodes whose cells are derived from the device plugin's
+	// topology at run time (cells_from_topology blocks).
+	FromTopology []TopologyCells
 	VCs          []VC
+}
+
+// TopologyCells is a cells_from_topology block: the ready nodes of NodePool
+// (and NodeClass, when set) that no written cell covers get node-level
+// cells derived from their GPUs' topology (allocator/topocells).
+type TopologyCells struct {
+	NodePool, NodeClass string
+	Range               hcl.Range // the block's header
 }
 
 // Nomad is how the allocator reaches Nomad.
@@ -203,6 +214,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "cell_type", LabelNames: []string{"name"}},
 		{Type: "cell", LabelNames: []string{"type", "name"}},
 		{Type: "vc", LabelNames: []string{"name"}},
+		{Type: "cells_from_topology"},
 	},
 }
 
@@ -239,6 +251,16 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 			c, d := decodeCell(b)
 			diags = append(diags, d...)
 			cfg.Cells = append(cfg.Cells, c)
+		case "cells_from_topology":
+			tc, d := decodeTopologyCells(b)
+			diags = append(diags, d...)
+			for _, prev := range cfg.FromTopology {
+				if !d.HasErrors() && prev.NodePool == tc.NodePool && prev.NodeClass == tc.NodeClass {
+					diags = append(diags, errAt(b.DefRange, "Duplicate cells_from_topology",
+						fmt.Sprintf("node_pool %q node_class %q is already derived at %s", tc.NodePool, tc.NodeClass, pos(prev.Range))))
+				}
+			}
+			cfg.FromTopology = append(cfg.FromTopology, tc)
 		case "vc":
 			v, d := decodeVC(b)
 			diags = append(diags, d...)
@@ -351,6 +373,34 @@ func decodeCellType(b *hcl.Block) (CellType, hcl.Diagnostics) {
 		}
 	}
 	return ct, diags
+}
+
+// decodeTopologyCells reads cells_from_topology { node_pool = "gpu"
+// node_class = "dgx" }: node_pool is required and not empty, node_class
+// optional and not empty when set.
+func decodeTopologyCells(b *hcl.Block) (TopologyCells, hcl.Diagnostics) {
+	tc := TopologyCells{Range: b.DefRange}
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "node_pool"}, {Name: "node_class"}}})
+	if _, ok := content.Attributes["node_pool"]; !ok {
+		return tc, append(diags, errAt(b.DefRange, "Missing node_pool",
+			"cells_from_topology: node_pool is required (the pool whose nodes' cells are derived)"))
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"node_pool", &tc.NodePool}, {"node_class", &tc.NodeClass}} {
+		a, ok := content.Attributes[f.name]
+		if !ok {
+			continue
+		}
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && v == "" {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid "+f.name, "cells_from_topology: "+f.name+" must not be empty"))
+		}
+		*f.dst = v
+	}
+	return tc, diags
 }
 
 func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {

@@ -95,6 +95,10 @@ func TestMalformed(t *testing.T) {
 		{"gpus_missing.hcl", "4:1", "Missing gpus", `vc "b" has no gpus but vc "a"`},
 		{"vcs_no_shares.hcl", "4:1", "Missing gpus", `vc "b": with several VCs and no cells, every VC declares its share`},
 		{"space_sharing_string.hcl", "3:19", "Invalid value for space_sharing", "space_sharing must be a bool"},
+		{"topology_no_pool.hcl", "1:1", "Missing node_pool", "cells_from_topology: node_pool is required"},
+		{"topology_empty_pool.hcl", "2:15", "Invalid node_pool", "node_pool must not be empty"},
+		{"topology_duplicate.hcl", "4:1", "Duplicate cells_from_topology", `node_pool "gpu" node_class "" is already derived at testdata/topology_duplicate.hcl:1:1`},
+		{"topology_with_gpus.hcl", "5:3", "Quota-only share with cells", "cells_from_topology at testdata/topology_with_gpus.hcl:1:1 derives cells"},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {
@@ -309,5 +313,34 @@ func TestQuotaOnly(t *testing.T) {
 	one, diags := Parse(Source{Name: "one.hcl", Src: []byte(`vc "all" { policy = "las" }`)})
 	if diags.HasErrors() || one.QuotaOnly() || len(one.VCs) != 1 || one.VCs[0].GPUs != nil {
 		t.Errorf("one VC without quota: %v %+v", FormatDiagnostics(diags), one)
+	}
+}
+
+// cells_from_topology: blocks in order; quotas may name types only a
+// derived node provides (checked at run time), while written quotas are
+// still checked: k80 quotas beyond the written node fail.
+func TestCellsFromTopology(t *testing.T) {
+	cfg, diags := LoadPath("testdata/topology.hcl")
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if len(cfg.FromTopology) != 2 || cfg.FromTopology[0].NodePool != "gpu" || cfg.FromTopology[1].NodeClass != "dgx" ||
+		cfg.FromTopology[1].Range.Start.Line != 18 {
+		t.Fatalf("FromTopology = %+v", cfg.FromTopology)
+	}
+	src, err := os.ReadFile("testdata/topology.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(src), `"k80-node" = 1`, `"k80-node" = 1, "k80" = 1`, 1)
+	_, diags = Parse(Source{Name: "t.hcl", Src: []byte(bad)})
+	if !diags.HasErrors() || !strings.Contains(FormatDiagnostics(diags), "t.hcl:26:13: Quota exceeds cluster; vc \"prod\": quota \"k80-node\" = 1") {
+		t.Errorf("want the written k80 chain oversubscribed, got %s", FormatDiagnostics(diags))
+	}
+	// Without the blocks, the derived types are unknown.
+	noTopo := strings.ReplaceAll(string(src), "cells_from_topology", "# cells_from_topology")
+	noTopo = strings.NewReplacer("{\n  node_pool = \"gpu\"\n}", "", "{\n  node_pool  = \"gpu\"\n  node_class = \"dgx\"\n}", "").Replace(noTopo)
+	if _, diags = Parse(Source{Name: "t.hcl", Src: []byte(noTopo)}); !strings.Contains(FormatDiagnostics(diags), `quota names "v100-node", not a declared cell_type`) {
+		t.Errorf("without cells_from_topology: %s", FormatDiagnostics(diags))
 	}
 }

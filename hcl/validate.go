@@ -89,7 +89,11 @@ func Validate(cfg *Config) hcl.Diagnostics {
 	for i := range cfg.VCs {
 		if v := &cfg.VCs[i]; v.GPUs != nil {
 			withGPUs = v
-			if len(cfg.Cells) > 0 {
+			if len(cfg.FromTopology) > 0 {
+				diags = append(diags, errAt(v.GPUsRange, "Quota-only share with cells",
+					fmt.Sprintf("vc %q: gpus is a quota-only share for a config without cells, but cells_from_topology at %s derives cells; give the VC a quota of cells",
+						v.Name, pos(cfg.FromTopology[0].Range))))
+			} else if len(cfg.Cells) > 0 {
 				diags = append(diags, errAt(v.GPUsRange, "Quota-only share with cells",
 					fmt.Sprintf("vc %q: gpus is a quota-only share for a config without cells, but cell %q is declared at %s; give the VC a quota of cells",
 						v.Name, cfg.Cells[0].Name, pos(cfg.Cells[0].Range))))
@@ -99,7 +103,7 @@ func Validate(cfg *Config) hcl.Diagnostics {
 	// Several VCs with neither cells nor shares would have no rule for who
 	// gets which GPUs (the allocator used to run the first VC's policy for
 	// every job and ignore the others' policies).
-	if withGPUs == nil && len(cfg.Cells) == 0 && len(cfg.VCs) > 1 {
+	if withGPUs == nil && len(cfg.Cells) == 0 && len(cfg.FromTopology) == 0 && len(cfg.VCs) > 1 {
 		for i := 1; i < len(cfg.VCs); i++ {
 			if v := &cfg.VCs[i]; len(v.Quota) == 0 {
 				diags = append(diags, errAt(v.Range, "Missing gpus",
@@ -196,6 +200,11 @@ func Validate(cfg *Config) hcl.Diagnostics {
 		}
 	}
 	for _, p := range qc.Problems {
+		if len(cfg.FromTopology) > 0 && (p.Kind == cells.UnknownType || p.Kind == cells.NoCell) {
+			// Derived at run time from the nodes observed: the agent warns
+			// and treats the entry as unsatisfiable until a node provides it.
+			continue
+		}
 		v := &cfg.VCs[p.VC]
 		q := v.Quota[p.Quota]
 		_, tname := splitQuota(q.CellType)

@@ -21,6 +21,11 @@ type GPU struct {
 	Server string `json:"server"`
 	// Failed GPUs are neither counted nor placed on.
 	Failed bool `json:"failed,omitempty"`
+	// Cell and Index are the GPU's topology path and NVML index as the
+	// device plugin publishes them ("" and 0 when unknown): cells derived
+	// from topology (round.TopoCells) read them.
+	Cell  string `json:"cell,omitempty"`
+	Index int    `json:"index,omitempty"`
 }
 
 // Job is one active (arrived, unfinished) job.

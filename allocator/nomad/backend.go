@@ -270,7 +270,16 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			}
 			typ := b.typeOf(d.Name)
 			for _, in := range d.Instances {
-				gpus = append(gpus, engine.GPU{ID: in.ID, Type: typ, Server: n.ID, Failed: !in.Healthy})
+				g := engine.GPU{ID: in.ID, Type: typ, Server: n.ID, Failed: !in.Healthy}
+				// The plugin's topology (device-plugin/README.md), for cells
+				// derived from it (cells_from_topology).
+				if a := d.Attributes[in.ID+".cell"]; a != nil && a.StringVal != nil {
+					g.Cell = *a.StringVal
+				}
+				if a := d.Attributes[in.ID+".index"]; a != nil && a.IntVal != nil {
+					g.Index = int(*a.IntVal)
+				}
+				gpus = append(gpus, g)
 				b.gpuTyp[in.ID] = typ
 			}
 		}

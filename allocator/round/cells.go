@@ -36,6 +36,10 @@ type CellsConfig struct {
 	// NoSpaceSharing names the VCs whose engines are offered no pairs
 	// (space_sharing = false).
 	NoSpaceSharing map[string]bool
+	// LeafGPUs, per top cell, lists the GPU ids of its leaves in address
+	// order (cells derived from topology, TopoCells): those cells map leaf
+	// i to that GPU instead of the node's i-th GPU by id.
+	LeafGPUs map[string][]string
 }
 
 // Cells decides a round for virtual clusters declared with cells: the
@@ -141,6 +145,11 @@ func (d *Cells) mapGPUs(s *engine.Snapshot) mapping {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].ID < gs[j].ID })
 	}
 	next := map[string]int{}
+	byID := make(map[string]engine.GPU, len(s.GPUs))
+	for _, g := range s.GPUs {
+		byID[g.ID] = g
+	}
+	leafIdx := map[string]int{} // top cell -> leaves seen (LeafGPUs)
 	nodeOf := d.cfg.NodeOfCell
 	if d.cfg.Selectors != nil {
 		nodeOf = d.resolve(s.Nodes)
@@ -150,6 +159,16 @@ func (d *Cells) mapGPUs(s *engine.Snapshot) mapping {
 		gs := byNode[name]
 		i := next[name]
 		next[name]++
+		top, _, _ := strings.Cut(pg.Node, "/")
+		if ids, ok := d.cfg.LeafGPUs[top]; ok {
+			gs, i = nil, leafIdx[top]
+			leafIdx[top]++
+			if i < len(ids) {
+				if g, ok := byID[ids[i]]; ok && names[g.Server] == name {
+					gs, i = []engine.GPU{g}, 0
+				}
+			}
+		}
 		bad := true
 		if i < len(gs) {
 			g := gs[i]

@@ -92,7 +92,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	if len(cfg.VCs) > 0 && cfg.VCs[0].Policy != "" {
 		s.policy = cfg.VCs[0].Policy
 	}
-	s.cells = len(cfg.Cells) > 0 && len(cfg.VCs) > 0
+	s.cells = (len(cfg.Cells) > 0 || len(cfg.FromTopology) > 0) && len(cfg.VCs) > 0
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
@@ -133,6 +133,9 @@ func deciderKey(s *agentSettings) string {
 	for _, c := range s.cfg.Cells {
 		fmt.Fprintf(&b, "cell %q %q %q %q %q %q %q %q %q\n", c.Type, c.Name, c.NomadNode, c.NomadNodes, c.NodePool, c.NodeClass,
 			c.GPUType, c.Bad, c.Pinned)
+	}
+	for _, f := range s.cfg.FromTopology {
+		fmt.Fprintf(&b, "cells_from_topology %q %q\n", f.NodePool, f.NodeClass)
 	}
 	for i, v := range s.vcs {
 		fmt.Fprintf(&b, "vc %q %q %v %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned,
@@ -175,6 +178,11 @@ func cellPools(s *agentSettings) []string {
 	for _, c := range s.cfg.Cells {
 		if c.NodePool != "" && !slices.Contains(out, c.NodePool) {
 			out = append(out, c.NodePool)
+		}
+	}
+	for _, f := range s.cfg.FromTopology {
+		if !slices.Contains(out, f.NodePool) {
+			out = append(out, f.NodePool)
 		}
 	}
 	return out

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/cli"
 	"github.com/rondo-sched/rondo/allocator/cells"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/topocells"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
@@ -29,6 +32,7 @@ func (*cellsCmd) Run([]string) int { return cli.RunResultHelp }
 type cellsPlan struct {
 	base
 	config, requests string
+	topology         string
 }
 
 func newCellsPlan() *cellsPlan {
@@ -36,7 +40,9 @@ func newCellsPlan() *cellsPlan {
 		"Replay allocate/release requests on a cluster config and print one JSON line per event",
 		"--config CLUSTER.hcl --requests REQ.json")}
 	c.flags.StringVar(&c.config, "config", "", "cluster config file or directory")
-	c.flags.StringVar(&c.requests, "requests", "", "requests JSON file, or - for standard input")
+	c.flags.StringVar(&c.requests, "requests", "", "requests JSON file, or - for standard input (optional with --topology)")
+	c.flags.StringVar(&c.topology, "topology", "", "comma-separated [NODE=]FILE `nomad-device-rondo fingerprint` JSON reports, one per node "+
+		"(node name: NODE, else the file name without .json): cells derived as cells_from_topology does, printed as # lines first")
 	return c
 }
 
@@ -107,6 +113,46 @@ func readRequests(data []byte) ([]planRequest, error) {
 	return out, nil
 }
 
+// derive reads the --topology reports, derives their nodes' cells (nodes a
+// written cell names are left out: written cells win), prints the tree as
+// "# " lines and returns the spec with the derived cells added.
+func (c *cellsPlan) derive(cfg *rhcl.Config, spec cells.Spec) (cells.Spec, error) {
+	written := map[string]bool{}
+	for _, cl := range cfg.Cells {
+		written[cl.NomadNode] = true
+		for _, n := range cl.NomadNodes {
+			written[n] = true
+		}
+	}
+	var nodes []topocells.Node
+	for _, item := range strings.Split(c.topology, ",") {
+		name, file, ok := strings.Cut(item, "=")
+		if !ok {
+			file, name = item, strings.TrimSuffix(filepath.Base(item), ".json")
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return spec, err
+		}
+		groups, err := topocells.ParseReport(b)
+		if err != nil {
+			return spec, fmt.Errorf("%s: %w", file, err)
+		}
+		if written[name] {
+			fmt.Fprintf(c.stdout, "# node %s: covered by a written cell; not derived\n", name)
+			continue
+		}
+		nodes = append(nodes, topocells.Node{Name: name, GPUs: topocells.GPUs(groups, rnomad.GPUType)})
+	}
+	r := topocells.Derive(nodes)
+	out, notes := topocells.Apply(spec, r)
+	r.Notes = append(r.Notes, notes...)
+	for _, l := range strings.Split(strings.TrimSpace(topocells.Tree(r)), "\n") {
+		fmt.Fprintln(c.stdout, "# "+l)
+	}
+	return out, nil
+}
+
 // specFromConfig turns a validated config into the allocator's spec.
 func specFromConfig(cfg *rhcl.Config) cells.Spec { return cfg.CellSpec() }
 
@@ -133,12 +179,22 @@ func (c *cellsPlan) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
-	if c.config == "" || c.requests == "" {
+	if c.config == "" || c.requests == "" && c.topology == "" {
 		return c.fail(errors.New("--config and --requests are required"))
 	}
 	cfg, diags := rhcl.LoadPath(c.config)
 	if diags.HasErrors() {
 		return c.fail(errors.New(rhcl.FormatDiagnostics(diags)))
+	}
+	spec := specFromConfig(cfg)
+	if c.topology != "" {
+		var err error
+		if spec, err = c.derive(cfg, spec); err != nil {
+			return c.fail(err)
+		}
+		if c.requests == "" {
+			return 0
+		}
 	}
 	var data []byte
 	var err error
@@ -156,7 +212,7 @@ func (c *cellsPlan) Run(args []string) int {
 	if err != nil {
 		return c.fail(fmt.Errorf("%s: %w", inputName(c.requests), err))
 	}
-	a, err := cells.New(specFromConfig(cfg))
+	a, err := cells.New(spec)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -95,3 +95,37 @@ func TestCellsPlanBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// --topology: the plugin's fingerprint report of a 2-socket PCIe box
+// (testdata/pcie-box.plugin.hcl) derives the v100 chain, printed before
+// the requests replay on it; a 4-GPU gang lands in one NUMA cell.
+func TestCellsPlanTopology(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.hcl")
+	if err := os.WriteFile(cfg, []byte("cells_from_topology {\n  node_pool = \"gpu\"\n}\nvc \"a\" {\n  quota = { \"v100-numa\" = 1 }\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	req := filepath.Join(dir, "r.json")
+	if err := os.WriteFile(req, []byte(`[{"id":"g","vc":"a","members":[{"gpus":4}]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCaptured(t, "cells", "plan", "--config", cfg, "--topology", "testdata/pcie-0.json", "--requests", req)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"# type v100-pcie-switch = 2 × v100\n",
+		"# type v100-numa = 2 × v100-pcie-switch\n",
+		"# type v100-node = 2 × v100-numa (node)\n",
+		"# cell pcie-0 (v100-node, node pcie-0): [[GPU-p0 GPU-p4] [GPU-p1 GPU-p5]] [[GPU-p2 GPU-p6] [GPU-p3 GPU-p7]]\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	// Leaves 0-3 or 4-7 of pcie-0: one NUMA cell.
+	if !strings.Contains(out, `"pcie-0/0/0/0", "pcie-0/0/0/1", "pcie-0/0/1/0", "pcie-0/0/1/1"`) &&
+		!strings.Contains(out, `"pcie-0/1/0/0", "pcie-0/1/0/1", "pcie-0/1/1/0", "pcie-0/1/1/1"`) {
+		t.Errorf("4-GPU gang not in one NUMA cell:\n%s", out)
+	}
+}

@@ -38,7 +38,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		}
 		return q, nil
 	}
-	if len(cfg.Cells) == 0 || len(cfg.VCs) == 0 {
+	if len(cfg.Cells) == 0 && len(cfg.FromTopology) == 0 || len(cfg.VCs) == 0 {
 		return nil, nil
 	}
 	var sels []round.Selector
@@ -61,9 +61,19 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	for _, v := range cfg.VCs {
 		noSharing[v.Name] = !v.SpaceSharing
 	}
-	v, err := round.NewCells(round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
+	cc := round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn,
-		NoSpaceSharing: noSharing})
+		NoSpaceSharing: noSharing}
+	if len(cfg.FromTopology) > 0 {
+		// Cells derived from the observed nodes' topology every round,
+		// beside the written ones (round.TopoCells).
+		var from []round.TopoSelector
+		for _, f := range cfg.FromTopology {
+			from = append(from, round.TopoSelector{Pool: f.NodePool, Class: f.NodeClass})
+		}
+		return round.NewTopoCells(cc, from), nil
+	}
+	v, err := round.NewCells(cc)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +109,7 @@ func vcEntities(v rhcl.VC) map[string]policies.Entity {
 // round.Cells), so the simulator, which offers every pair, decides alike.
 func shareGroup(cfg *rhcl.Config, policy string) func(vc string, opportunistic bool) (string, bool) {
 	switch {
-	case cfg.QuotaOnly() || len(cfg.Cells) > 0 && len(cfg.VCs) > 0:
+	case cfg.QuotaOnly() || (len(cfg.Cells) > 0 || len(cfg.FromTopology) > 0) && len(cfg.VCs) > 0:
 		ok := map[string]bool{}
 		any := names.Packs(rhcl.DefaultVCPolicy)
 		for _, v := range cfg.VCs {

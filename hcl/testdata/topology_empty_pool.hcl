@@ -1,0 +1,3 @@
+cells_from_topology {
+  node_pool = ""
+}
