@@ -2,6 +2,7 @@ package round
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/rondo-sched/rondo/allocator/cells"
@@ -30,6 +31,11 @@ type TopoCells struct {
 	hist   []byte
 	reset  bool
 	warned map[string]bool
+	// known remembers each derived node's GPUs: a node that is down or
+	// ineligible for a while keeps its cell (its GPUs missing from the
+	// snapshot read as bad leaves, as for written cells) instead of
+	// rebuilding the tree twice; a node Nomad no longer lists is dropped.
+	known map[string]topocells.Node
 }
 
 // NewTopoCells builds the decider; its cells are built at the first round.
@@ -37,7 +43,7 @@ func NewTopoCells(cfg CellsConfig, from []TopoSelector) *TopoCells {
 	if cfg.Warn == nil {
 		cfg.Warn = func(string, ...any) {}
 	}
-	return &TopoCells{cfg: cfg, from: from, reset: cfg.ResetFirst, warned: map[string]bool{}}
+	return &TopoCells{cfg: cfg, from: from, reset: cfg.ResetFirst, warned: map[string]bool{}, known: map[string]topocells.Node{}}
 }
 
 // Derivable is the derivation input of a snapshot: nodes the selectors
@@ -76,7 +82,7 @@ func covered(n engine.Node, written []Selector) bool {
 // Round derives the cells, rebuilds the cell state when they changed, and
 // decides the round on them.
 func (t *TopoCells) Round(s *engine.Snapshot) (*engine.Plan, error) {
-	r := topocells.Derive(Derivable(s, t.from, t.cfg.Selectors))
+	r := topocells.Derive(t.remember(s, Derivable(s, t.from, t.cfg.Selectors)))
 	spec, notes := topocells.Apply(t.cfg.Spec, r)
 	key := fmt.Sprint(spec.Types, spec.Cells, r.Cells)
 	if t.inner == nil || key != t.key {
@@ -119,6 +125,32 @@ func (t *TopoCells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		t.inner, t.key = inner, key
 	}
 	return t.inner.Round(s)
+}
+
+// remember adds to the ready nodes the derived nodes that Nomad still lists
+// but that are not ready now, with the GPUs they had, and forgets nodes
+// Nomad no longer lists or a written cell now covers.
+func (t *TopoCells) remember(s *engine.Snapshot, ready []topocells.Node) []topocells.Node {
+	listed := map[string]engine.Node{}
+	for _, n := range s.Nodes {
+		listed[n.Name] = n
+	}
+	seen := map[string]bool{}
+	for _, n := range ready {
+		t.known[n.Name], seen[n.Name] = n, true
+	}
+	out := ready
+	for _, name := range slices.Sorted(maps.Keys(t.known)) {
+		n, ok := listed[name]
+		switch {
+		case seen[name]:
+		case !ok || covered(n, t.cfg.Selectors):
+			delete(t.known, name)
+		default:
+			out = append(out, t.known[name])
+		}
+	}
+	return out
 }
 
 // satisfiable is spec's VCs without the quota entries the cells cannot

@@ -78,3 +78,83 @@ func TestTopoCellsDeriveEachRound(t *testing.T) {
 		t.Errorf("running job not kept after the rebuild: %+v", p.Assignments)
 	}
 }
+
+// A derived node that goes down keeps its cell: its GPUs read as bad leaves
+// (no rebuild, the job moves off them); when it is back the same cell takes
+// them again. A node Nomad no longer lists is dropped (rebuild).
+func TestTopoCellsNodeDownKeepsCell(t *testing.T) {
+	spec := cells.Spec{VCs: []cells.VC{{Name: "a", Quota: []cells.Quota{{Type: "v100-numa", Count: 1}}}}}
+	d := NewTopoCells(CellsConfig{Spec: spec, Policies: []string{"max_min_fairness_perf"}, OppPolicy: "max_min_fairness_perf", RoundS: 10,
+		Warn: func(msg string, args ...any) { t.Log(msg, args) }},
+		[]TopoSelector{{Pool: "gpu"}})
+	n0, g0 := pcieNode("n0")
+	n1, g1 := pcieNode("n1")
+	up := &engine.Snapshot{Nodes: []engine.Node{n0, n1}, GPUs: append(slices.Clone(g0), g1...)}
+	up.Jobs = []engine.Job{{ID: "j", VC: "a", ScaleFactor: 4, Throughput: map[string]float64{"v100": 1}, Weight: 1, TotalSteps: 100, RemainingSteps: 100}}
+	p, err := d.Round(up)
+	if err != nil || len(p.Assignments) != 1 {
+		t.Fatalf("plan %+v %v", p, err)
+	}
+	node := p.Assignments[0].Servers[0]
+	first, key := d.inner, d.key
+	// The job's node goes down: Nomad lists it, not ready, no GPUs.
+	down := &engine.Snapshot{Jobs: up.Jobs}
+	for _, n := range up.Nodes {
+		if n.ID == node {
+			n.Ready = false
+		}
+		down.Nodes = append(down.Nodes, n)
+	}
+	for _, g := range up.GPUs {
+		if g.Server != node {
+			down.GPUs = append(down.GPUs, g)
+		}
+	}
+	p, err = d.Round(down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.inner != first || d.key != key {
+		t.Fatal("a node outage rebuilt the derived cells")
+	}
+	// The job's cell is released and it is placed on the healthy node
+	// within a round more (the cell layer's handling of bad leaves, as with
+	// written cells).
+	if len(p.Assignments) == 0 {
+		if p, err = d.Round(down); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(p.Assignments) != 1 || p.Assignments[0].Servers[0] == node {
+		t.Errorf("job not moved off the down node: %+v", p.Assignments)
+	}
+	bad := 0
+	for _, pg := range d.inner.a.PhysicalGPUs() {
+		if pg.Bad {
+			bad++
+		}
+	}
+	if bad != 8 {
+		t.Errorf("%d bad leaves, want the down node's 8", bad)
+	}
+	// Back: same cells, no bad leaves.
+	if _, err := d.Round(up); err != nil {
+		t.Fatal(err)
+	}
+	if d.inner != first {
+		t.Fatal("rebuilt when the node came back")
+	}
+	for _, pg := range d.inner.a.PhysicalGPUs() {
+		if pg.Bad {
+			t.Errorf("leaf %s still bad", pg.Addr)
+		}
+	}
+	// Gone from Nomad: dropped.
+	gone := &engine.Snapshot{Jobs: up.Jobs, Nodes: []engine.Node{n0}, GPUs: g0}
+	if _, err := d.Round(gone); err != nil {
+		t.Fatal(err)
+	}
+	if d.inner == first || len(d.inner.a.PhysicalGPUs()) != 8 {
+		t.Errorf("a node Nomad no longer lists is still derived")
+	}
+}

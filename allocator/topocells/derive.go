@@ -84,8 +84,10 @@ type part struct {
 // its cells all hold the same number of GPUs (a cell type has a fixed child
 // count) and more than the next kept level inward and fewer than the node
 // (a level whose cells hold the same GPUs as a closer level, one GPU, or the
-// whole node adds nothing and collapses; the closest level keeps the name). An irregular level (cells of different
-// sizes) is skipped and noted: the tree keeps the regular levels around
+// whole node adds nothing and collapses; of levels with the same GPUs,
+// board, pcie-switch, numa, host-bridge, pcie-multi-switch is the order
+// that names the cell). An irregular level (cells of different sizes) is
+// skipped and noted: the tree keeps the regular levels around
 // it. The outermost path level (system) is the node itself.
 //
 // Names: the leaf is the GPU type ("v100"), each kept level
@@ -185,6 +187,12 @@ func Derive(nodes []Node) Result {
 	return r
 }
 
+// namePref ranks level names for a cell that several levels describe
+// (lower wins): NVLink boards, PCIe switches and sockets are what operators
+// write quotas in; host bridges and multi-switch fabrics name the same
+// groups on some machines and not on others.
+var namePref = map[string]int{"board": 0, "pcie-switch": 1, "numa": 2, "host-bridge": 3, "pcie-multi-switch": 4}
+
 // describe is a shape for a note: "8 GPUs: numa×4, pcie-switch×2".
 func describe(s shape) string {
 	var ls []string
@@ -224,9 +232,8 @@ func derivePart(node, typ string, gpus []GPU) (part, []string) {
 	}
 	s := shape{gpuType: typ, gpus: n}
 	var kept []int
-	// Innermost level first, so that of two levels with the same GPUs the
-	// closer one names the cell (a PCIe switch alone under its host bridge
-	// is a "pcie-switch" cell). Depth 0 is the system: the whole node.
+	// Innermost level first; of two levels with the same GPUs, namePref
+	// names the cell. Depth 0 is the system: the whole node.
 	prev := 1
 	for d := depth - 1; d >= 1; d-- {
 		groups := map[string][]int{}
@@ -245,6 +252,11 @@ func derivePart(node, typ string, gpus []GPU) (part, []string) {
 		switch {
 		case !regular:
 			notes = append(notes, fmt.Sprintf("node %s: %s level of its %s GPUs is irregular (cells of different sizes); collapsed", node, name, typ))
+		case size == prev && len(s.levels) > 0 && namePref[name] < namePref[s.levels[0].name]:
+			// Same GPUs as the kept level below: one cell, under the name
+			// operators use for it (a socket's only host bridge is a "numa"
+			// cell), whichever levels the machine's NVML happens to report.
+			s.levels[0].name = name
 		case size == prev || size == n:
 			// Same GPUs as the level below, or the whole node: adds nothing.
 		default:
