@@ -16,6 +16,10 @@ type FakeGPU struct {
 	UUID      string
 	Model     string
 	MemoryMiB int
+	// Topology (the plugin's fake fields): GPUs sharing a value share that
+	// component; "" / NUMANode nil: not reported.
+	Board, PCIeSwitch, HostBridge string
+	NUMANode                      *int
 }
 
 // ClientSpec is one GPU client of a local cluster.
@@ -115,8 +119,17 @@ func PluginConfig(cs ClientSpec, faultDir string) string {
 	b.WriteString("fake {\n")
 	fmt.Fprintf(&b, "  fault_dir = %s\n", quote(faultDir))
 	for i, g := range cs.GPUs {
-		fmt.Fprintf(&b, "  gpu {\n    uuid = %s\n    model = %s\n    memory_mib = %d\n    pci_bus_id = \"00000000:%02x:00.0\"\n  }\n",
+		fmt.Fprintf(&b, "  gpu {\n    uuid = %s\n    model = %s\n    memory_mib = %d\n    pci_bus_id = \"00000000:%02x:00.0\"\n",
 			quote(g.UUID), quote(g.Model), g.MemoryMiB, i+6)
+		for _, f := range []struct{ k, v string }{{"board", g.Board}, {"pcie_switch", g.PCIeSwitch}, {"host_bridge", g.HostBridge}} {
+			if f.v != "" {
+				fmt.Fprintf(&b, "    %s = %s\n", f.k, quote(f.v))
+			}
+		}
+		if g.NUMANode != nil {
+			fmt.Fprintf(&b, "    numa_node = %d\n", *g.NUMANode)
+		}
+		b.WriteString("  }\n")
 	}
 	b.WriteString("}\n")
 	return b.String()
