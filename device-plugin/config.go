@@ -70,7 +70,7 @@ func ConfigSpec() *hclspec.Spec {
 		"pcie_generation":      hclspec.NewAttr("pcie_generation", "number", false),
 		"pcie_width":           hclspec.NewAttr("pcie_width", "number", false),
 		"persistence_mode":     hclspec.NewAttr("persistence_mode", "bool", false),
-		"display_mode":         hclspec.NewAttr("display_mode", "bool", false),
+		"display_active":       hclspec.NewAttr("display_active", "bool", false),
 		"ecc":                  hclspec.NewAttr("ecc", "bool", false),
 		"mig_device": hclspec.NewBlockList("mig_device", hclspec.NewObject(map[string]*hclspec.Spec{
 			"uuid":                hclspec.NewAttr("uuid", "string", true),

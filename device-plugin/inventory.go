@@ -493,7 +493,7 @@ func scanBackend(lib nvml.Lib, ignored map[string]bool, prev *Inventory) *Invent
 		if on, err := d.PersistenceMode(); err == nil {
 			g.Persistence = enabledString(on)
 		}
-		if on, err := d.DisplayMode(); err == nil {
+		if on, err := d.DisplayActive(); err == nil {
 			g.Display = enabledString(on)
 		}
 		if g.MIG {

@@ -49,7 +49,7 @@ type FakeGPU struct {
 	PCIeGeneration  int  `codec:"pcie_generation"`
 	PCIeWidth       int  `codec:"pcie_width"`
 	PersistenceMode bool `codec:"persistence_mode"`
-	DisplayMode     bool `codec:"display_mode"`
+	DisplayActive   bool `codec:"display_active"`
 	// ECC: the GPU counts ECC errors. The counts come from the fault
 	// directory's "<uuid>.ecc" file: "L1 L2 MEMORY [UNCORRECTED]" (corrected
 	// errors by location, then uncorrected); no file reads as zeros.
@@ -442,7 +442,7 @@ func (d *fakeDevice) MaxPcieLink() (int, int, error) {
 	return d.g.PCIeGeneration, d.g.PCIeWidth, nil
 }
 
-func (d *fakeDevice) DisplayMode() (bool, error)     { return d.g.DisplayMode, nil }
+func (d *fakeDevice) DisplayActive() (bool, error)   { return d.g.DisplayActive, nil }
 func (d *fakeDevice) PersistenceMode() (bool, error) { return d.g.PersistenceMode, nil }
 
 func (d *fakeDevice) EncoderUtilization() (uint32, error) {

@@ -149,9 +149,10 @@ type Device interface {
 	BAR1MemoryMiB() (total, used uint64, err error)
 	// MaxPcieLink is the maximum PCIe generation and width.
 	MaxPcieLink() (gen, width int, err error)
-	// DisplayMode: a display is attached; PersistenceMode: the driver stays
-	// loaded with no client.
-	DisplayMode() (bool, error)
+	// DisplayActive: a display is initialized on the GPU (NVML's display
+	// *mode* is deprecated: driver 580 answers "Enabled" on a headless
+	// H100); PersistenceMode: the driver stays loaded with no client.
+	DisplayActive() (bool, error)
 	PersistenceMode() (bool, error)
 	EncoderUtilization() (uint32, error)
 	DecoderUtilization() (uint32, error)

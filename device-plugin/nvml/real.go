@@ -266,9 +266,9 @@ func (d realDevice) MaxPcieLink() (int, int, error) {
 	return gen, w, wrap("max pcie link width", ret)
 }
 
-func (d realDevice) DisplayMode() (bool, error) {
-	m, ret := d.d.GetDisplayMode()
-	return m == gonvml.FEATURE_ENABLED, wrap("display mode", ret)
+func (d realDevice) DisplayActive() (bool, error) {
+	m, ret := d.d.GetDisplayActive()
+	return m == gonvml.FEATURE_ENABLED, wrap("display active", ret)
 }
 
 func (d realDevice) PersistenceMode() (bool, error) {
