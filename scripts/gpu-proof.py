@@ -205,8 +205,14 @@ def main():
         with open(os.path.join(out, name + ".json"), "w") as f:
             f.write(txt)
         note(name + " rc", rc)
+    rc, txt = sh(f"{plugin} fingerprint -require-gpu > /dev/null")
+    note("gpu-check (fingerprint -require-gpu)", {"rc": rc, "stderr": txt.strip()})
     fp = json.load(open(os.path.join(out, "fingerprint.json")))
     uuid = fp["gpus"][0]["uuid"]
+    with open(work + "/ignore.hcl", "w") as f:
+        f.write(f'ignored_gpu_ids = ["{uuid}"]\n')
+    rc, txt = sh(f"{plugin} fingerprint -require-gpu -config {work}/ignore.hcl > /dev/null")
+    note("gpu-check, the GPU ignored", {"rc": rc, "stderr": txt.strip()})
     note("xid_events", fp.get("xid_events"))
 
     # 2. A real Nomad agent loading the plugin.
@@ -263,6 +269,18 @@ plugin "nomad-device-rondo" {{
         note("exclusive", {k: r.get(k) for k in ("status", "nomad_devices", "probe")})
         if r.get("status") != "complete":
             note("exclusive stderr", r.get("stderr", "")[-1500:])
+
+        # Device stats as the Nomad client reports them (official names beside Rondo's).
+        try:
+            st = api("/v1/client/stats")
+            ds = st.get("DeviceStats") or []
+            with open(os.path.join(out, "client-device-stats.json"), "w") as f:
+                json.dump(ds, f, indent=1)
+            names = sorted({k for g in ds for i in (g.get("InstanceStats") or {}).values()
+                            for k in ((i.get("Stats") or {}).get("Attributes") or {})})
+            note("client device stat names", names)
+        except Exception as e:
+            note("client device stats", f"<{e}>")
 
         # 4. MPS: one control daemon for the GPU, then shares.
         os.makedirs(f"{PIPE}/{uuid}", exist_ok=True)

@@ -20,6 +20,9 @@ func TestGPUType(t *testing.T) {
 		"Tesla T4":                "t4",
 		"NVIDIA GeForce RTX 3090": "3090", // "rtx" has no digit
 		"Accelerator":             "accelerator",
+		// MIG instances (the device plugin's group names) are types of their own.
+		"NVIDIA A100-SXM4-40GB MIG 3g.20gb": "a100-mig-3g.20gb",
+		"NVIDIA H100 80GB HBM3 MIG 1g.10gb": "h100-mig-1g.10gb",
 	} {
 		if got := GPUType(model); got != want {
 			t.Errorf("GPUType(%q) = %q, want %q", model, got, want)
