@@ -236,7 +236,9 @@ func TestDevicePluginOnNomad(t *testing.T) {
 	if envVar(out, "CUDA_VISIBLE_DEVICES") != got[0] || envVar(out, "NVIDIA_VISIBLE_DEVICES") != got[0] {
 		t.Errorf("allocated %v but task env:\n%s", got, out)
 	}
-	if !strings.HasPrefix(got[0], "GPU-") {
+	// nvidia/gpu matches whole GPUs and MIG instances alike (as with the
+	// official plugin), never a MIG-mode GPU whole.
+	if !strings.HasPrefix(got[0], "GPU-") && !strings.HasPrefix(got[0], "MIG-") || got[0] == "GPU-a100" {
 		t.Errorf("allocated id %q", got[0])
 	}
 

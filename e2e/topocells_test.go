@@ -91,3 +91,55 @@ func TestCellsFromTopologyOnNomad(t *testing.T) {
 		}
 	}
 }
+
+// TestMIGJobsOnNomad: a client whose only GPU is an A100 in MIG mode with
+// two 3g.20gb instances, three one-GPU jobs asking for nvidia/gpu under the
+// default LAS policy. The allocator sees the instances as GPUs of type
+// a100-mig-3g.20gb (never the whole A100): two jobs run at once, each on
+// one MIG instance Nomad gives it by its MIG uuid, never the parent GPU;
+// LAS rotates the third in within a few rounds.
+func TestMIGJobsOnNomad(t *testing.T) {
+	cs := cluster.ClientSpec{Name: "mig-a", GPUType: "a100", GPUs: []cluster.FakeGPU{{
+		UUID: "GPU-mig-a-0", Model: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960,
+		MIG: []cluster.FakeMIG{{UUID: "MIG-mig-a-0-0", Profile: "3g.20gb", MemoryMiB: 20096}, {UUID: "MIG-mig-a-0-1", Profile: "3g.20gb", MemoryMiB: 20096}},
+	}}}
+	s := startStackWith(t, []cluster.ClientSpec{cs}, "round_seconds = 4\n")
+	c := s.c.API
+	ids := []string{"m0", "m1", "m2"}
+	for _, id := range ids {
+		s.submit(id, "ResNet-18 (batch size 64)", 1000000000, 1)
+	}
+	a := s.startAgent("4s")
+	ran := map[string]bool{}
+	s.waitFor(90*time.Second, "all three jobs run on MIG instances", func() (bool, error) {
+		running := 0
+		held := map[string]string{}
+		for _, id := range ids {
+			for _, al := range liveAllocs(c, id) {
+				if al.ClientStatus != "running" {
+					continue
+				}
+				running++
+				ran[id] = true
+				for _, g := range allocGPUs(al) {
+					if g != "MIG-mig-a-0-0" && g != "MIG-mig-a-0-1" {
+						t.Fatalf("job %s holds %q, not a MIG instance", id, g)
+					}
+					if other, ok := held[g]; ok {
+						t.Fatalf("jobs %s and %s both hold %s", other, id, g)
+					}
+					held[g] = id
+				}
+			}
+		}
+		if running > 2 {
+			t.Fatalf("%d jobs running on two MIG instances", running)
+		}
+		return len(ran) == 3, nil
+	})
+	for _, j := range s.status(a).Jobs {
+		if j.State == "running" && j.Type != "a100-mig-3g.20gb" {
+			t.Errorf("status: job %s runs on type %q, want a100-mig-3g.20gb", j.ID, j.Type)
+		}
+	}
+}

@@ -20,6 +20,14 @@ type FakeGPU struct {
 	// component; "" / NUMANode nil: not reported.
 	Board, PCIeSwitch, HostBridge string
 	NUMANode                      *int
+	// MIG, when set, puts the GPU in MIG mode with these instances.
+	MIG []FakeMIG
+}
+
+// FakeMIG is one MIG instance of a fake GPU.
+type FakeMIG struct {
+	UUID, Profile string
+	MemoryMiB     int
 }
 
 // ClientSpec is one GPU client of a local cluster.
@@ -129,6 +137,13 @@ func PluginConfig(cs ClientSpec, faultDir string) string {
 		if g.NUMANode != nil {
 			fmt.Fprintf(&b, "    numa_node = %d\n", *g.NUMANode)
 		}
+		if len(g.MIG) > 0 {
+			b.WriteString("    mig = true\n")
+		}
+		for k, m := range g.MIG {
+			fmt.Fprintf(&b, "    mig_device {\n      uuid = %s\n      profile = %s\n      memory_mib = %d\n      gpu_instance_id = %d\n    }\n",
+				quote(m.UUID), quote(m.Profile), m.MemoryMiB, k+1)
+		}
 		b.WriteString("  }\n")
 	}
 	b.WriteString("}\n")
@@ -233,7 +248,7 @@ func Start(o Options) (_ *Cluster, err error) {
 			if err != nil {
 				return false, nil
 			}
-			if countGPUs(full) == len(c.spec(n.Name).GPUs) {
+			if countGPUs(full) == c.spec(n.Name).devices() {
 				ready++
 			}
 		}
@@ -252,6 +267,16 @@ func (c *Cluster) spec(name string) ClientSpec {
 		}
 	}
 	return ClientSpec{}
+}
+
+// devices is how many nvidia/gpu instances the client advertises: a GPU,
+// or its MIG instances when it is in MIG mode.
+func (cs ClientSpec) devices() int {
+	n := 0
+	for _, g := range cs.GPUs {
+		n += max(len(g.MIG), 1)
+	}
+	return n
 }
 
 func countGPUs(n *api.Node) int {
