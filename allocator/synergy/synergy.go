@@ -1,7 +1,7 @@
 // Package synergy holds per-job CPU and memory sensitivity profiles (issue
 // #14, Synergy): for a model at a GPU count, its training throughput as a
-// function of the cores and memory given per GPU, relative to the
-// GPU-proportional share.
+// function of the cores and memory given per GPU, relative to a
+// GPU-proportional share (see BaseCoresPerGPU: the matrices' 1.0).
 //
 // The profiles in data/ come from the Synergy scheduler's simulator (MIT
 // licence, data/LICENSE.md) and are embedded; Load reads an operator's file
@@ -145,8 +145,8 @@ func Parse(data []byte, name string) (*Table, error) {
 				return nil, fmt.Errorf("%s: set %q: profile %q: model/gpus: name it %q", name, sn, key, p.Key())
 			}
 			if p.Matrix != nil {
-				p.CoresAxis = CoresAxis[:len(p.Matrix)]
-				p.MemAxis = MemAxis[:len(p.Matrix[0])]
+				p.CoresAxis = CoresAxis[:len(p.Matrix):len(p.Matrix)]
+				p.MemAxis = MemAxis[:len(p.Matrix[0]):len(p.Matrix[0])]
 			}
 			s.Profiles[key] = p
 		}
