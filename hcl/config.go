@@ -638,6 +638,12 @@ func decodeGPUs(a *hcl.Attribute, v *VC) hcl.Diagnostics {
 	return diags
 }
 
+// CellVCs reports whether VCs are declared over cells: written cell blocks
+// or cells derived at run time (cells_from_topology).
+func (c *Config) CellVCs() bool {
+	return (len(c.Cells) > 0 || len(c.FromTopology) > 0) && len(c.VCs) > 0
+}
+
 // QuotaOnly reports whether the VCs hold quota-only shares (gpus per GPU
 // type over the whole cluster, no cells). Validate makes it all or nothing:
 // no cells and every VC with gpus. A config with one VC and neither quota

@@ -92,7 +92,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	if len(cfg.VCs) > 0 && cfg.VCs[0].Policy != "" {
 		s.policy = cfg.VCs[0].Policy
 	}
-	s.cells = (len(cfg.Cells) > 0 || len(cfg.FromTopology) > 0) && len(cfg.VCs) > 0
+	s.cells = cfg.CellVCs()
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {

@@ -38,7 +38,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		}
 		return q, nil
 	}
-	if len(cfg.Cells) == 0 && len(cfg.FromTopology) == 0 || len(cfg.VCs) == 0 {
+	if !cfg.CellVCs() {
 		return nil, nil
 	}
 	var sels []round.Selector
@@ -109,7 +109,7 @@ func vcEntities(v rhcl.VC) map[string]policies.Entity {
 // round.Cells), so the simulator, which offers every pair, decides alike.
 func shareGroup(cfg *rhcl.Config, policy string) func(vc string, opportunistic bool) (string, bool) {
 	switch {
-	case cfg.QuotaOnly() || (len(cfg.Cells) > 0 || len(cfg.FromTopology) > 0) && len(cfg.VCs) > 0:
+	case cfg.QuotaOnly() || cfg.CellVCs():
 		ok := map[string]bool{}
 		any := names.Packs(rhcl.DefaultVCPolicy)
 		for _, v := range cfg.VCs {
