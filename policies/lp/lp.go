@@ -1,6 +1,7 @@
 // Package lp is a small linear-programming layer over COIN-OR Clp (cgo): build
 // a model row by row, solve it with the dual simplex, read primal values and
 // row duals. Policies use it where their structure gives no faster method.
+// Mixed-integer models go to COIN-OR Cbc (SetInteger, SolveMIP in mip.go).
 package lp
 
 // #cgo pkg-config: clp
@@ -35,6 +36,7 @@ type Model struct {
 	obj, lo, up []float64
 	rows        []row
 	maximize    bool
+	integer     []bool // SetInteger's marks, by variable; missing entries are false
 }
 
 // AddVar adds a variable with bounds [lo, up] and objective coefficient obj,
@@ -65,11 +67,19 @@ func (m *Model) AddRow(idx []int, val []float64, lo, up float64) int {
 // Maximize makes the objective a maximization (the default minimizes).
 func (m *Model) Maximize() { m.maximize = true }
 
-// Solution is an optimal point.
+// Solution is an optimal point, or from SolveMIP the best integer point
+// found.
 type Solution struct {
 	X         []float64
-	Duals     []float64 // one per row, in the model's objective sense
+	Duals     []float64 // one per row, in the model's objective sense; nil from SolveMIP
 	Objective float64
+
+	// SolveMIP only. Suboptimal: the time limit stopped the search before
+	// X was proven optimal (within the gap); X is the best integer solution
+	// found. Bound: Cbc's best bound on the optimal objective (≥ Objective
+	// when maximizing, ≤ when minimizing).
+	Suboptimal bool
+	Bound      float64
 }
 
 func bound(v float64) C.double {
@@ -98,8 +108,33 @@ func (m *Model) Solve() (*Solution, error) {
 
 // load builds the model in a new Clp model, which the caller deletes.
 func (m *Model) load() (unsafe.Pointer, error) {
+	a, err := m.cArrays()
+	if err != nil {
+		return nil, err
+	}
+	defer a.free()
+	model := C.Clp_newModel()
+	C.Clp_setLogLevel(model, 0)
+	C.Clp_loadProblem(model, C.int(a.nc), C.int(a.nr), a.start, a.index, a.value, a.colLo, a.colUp, a.obj, a.rowLo, a.rowUp)
+	if m.maximize {
+		C.Clp_setObjSense(model, -1)
+	}
+	return model, nil
+}
+
+// problem is a model's arrays in C memory, as Clp_loadProblem and
+// Cbc_loadProblem take them: the matrix column-major (CSC), then column
+// bounds, objective and row bounds. The solvers copy them while loading;
+// free releases them. C memory keeps cgo's pointer rules simple.
+type problem struct {
+	nc, nr                                 int
+	start, index                           *C.int
+	value, colLo, colUp, obj, rowLo, rowUp *C.double
+}
+
+func (m *Model) cArrays() (*problem, error) {
 	nc, nr := len(m.obj), len(m.rows)
-	// Clp takes the matrix column-major (CSC): count entries per column.
+	// Count entries per column.
 	start := make([]C.int, nc+1)
 	for _, r := range m.rows {
 		for _, j := range r.idx {
@@ -113,25 +148,18 @@ func (m *Model) load() (unsafe.Pointer, error) {
 		start[j+1] += start[j]
 	}
 	nnz := int(start[nc])
-	// Clp reads these arrays during loadProblem only; C memory keeps cgo's
-	// pointer rules simple.
-	cIndex := (*[1 << 30]C.int)(C.malloc(C.size_t(max(nnz, 1)) * C.size_t(unsafe.Sizeof(C.int(0)))))[:max(nnz, 1):max(nnz, 1)]
-	cValue := (*[1 << 30]C.double)(C.malloc(C.size_t(max(nnz, 1)) * C.size_t(unsafe.Sizeof(C.double(0)))))[:max(nnz, 1):max(nnz, 1)]
-	defer C.free(unsafe.Pointer(&cIndex[0]))
-	defer C.free(unsafe.Pointer(&cValue[0]))
+	index, value := make([]C.int, max(nnz, 1)), make([]C.double, max(nnz, 1))
 	fill := make([]C.int, nc)
 	copy(fill, start[:nc])
 	for i, r := range m.rows {
 		for k, j := range r.idx {
 			p := fill[j]
-			cIndex[p] = C.int(i)
-			cValue[p] = C.double(r.val[k])
+			index[p] = C.int(i)
+			value[p] = C.double(r.val[k])
 			fill[j]++
 		}
 	}
-	cStart := cArrayInt(start)
-	defer C.free(unsafe.Pointer(cStart))
-	colLo, colUp, obj := make([]C.double, nc), make([]C.double, nc), make([]C.double, nc)
+	colLo, colUp, obj := make([]C.double, max(nc, 1)), make([]C.double, max(nc, 1)), make([]C.double, max(nc, 1))
 	for j := range m.obj {
 		colLo[j], colUp[j], obj[j] = bound(m.lo[j]), bound(m.up[j]), C.double(m.obj[j])
 	}
@@ -139,21 +167,18 @@ func (m *Model) load() (unsafe.Pointer, error) {
 	for i, r := range m.rows {
 		rowLo[i], rowUp[i] = bound(r.lo), bound(r.up)
 	}
-	pColLo, pColUp, pObj := cArrayDouble(colLo), cArrayDouble(colUp), cArrayDouble(obj)
-	pRowLo, pRowUp := cArrayDouble(rowLo), cArrayDouble(rowUp)
-	defer func() {
-		for _, p := range []*C.double{pColLo, pColUp, pObj, pRowLo, pRowUp} {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
+	return &problem{nc: nc, nr: nr,
+		start: cArrayInt(start), index: cArrayInt(index), value: cArrayDouble(value),
+		colLo: cArrayDouble(colLo), colUp: cArrayDouble(colUp), obj: cArrayDouble(obj),
+		rowLo: cArrayDouble(rowLo), rowUp: cArrayDouble(rowUp)}, nil
+}
 
-	model := C.Clp_newModel()
-	C.Clp_setLogLevel(model, 0)
-	C.Clp_loadProblem(model, C.int(nc), C.int(nr), cStart, &cIndex[0], &cValue[0], pColLo, pColUp, pObj, pRowLo, pRowUp)
-	if m.maximize {
-		C.Clp_setObjSense(model, -1)
+func (a *problem) free() {
+	C.free(unsafe.Pointer(a.start))
+	C.free(unsafe.Pointer(a.index))
+	for _, p := range []*C.double{a.value, a.colLo, a.colUp, a.obj, a.rowLo, a.rowUp} {
+		C.free(unsafe.Pointer(p))
 	}
-	return model, nil
 }
 
 // solveFromScratch solves a loaded model without using any earlier basis.
