@@ -23,6 +23,10 @@ const (
 	// IntentResize: an elastic job keeps its first ScaleFactor GPUs and changes
 	// its number of workers.
 	IntentResize Intent = "resize"
+	// IntentRetune: the job keeps its GPUs and restarts (from its
+	// checkpoint) with other CPU cores or memory (allocator/placement): a
+	// preemption for the job.
+	IntentRetune Intent = "retune"
 	// IntentSuspend: a guaranteed job that holds GPUs stops (it checkpoints).
 	IntentSuspend Intent = "suspend"
 	// IntentPreempt: an opportunistic job that holds GPUs stops.
@@ -46,8 +50,12 @@ type JobIntent struct {
 	VC    string   `json:"vc,omitempty"`
 	Class Class    `json:"class,omitempty"`
 	// Cell is the cell the job's GPUs lie in, when VCs are made of cells.
-	Cell   string `json:"cell,omitempty"`
-	Reason Reason `json:"reason"`
+	Cell string `json:"cell,omitempty"`
+	// Cores and MemGB are the job's CPU cores and memory over all its
+	// servers, when a placement stage gave them (0: the job's own request).
+	Cores  float64 `json:"cores,omitempty"`
+	MemGB  float64 `json:"mem_gb,omitempty"`
+	Reason Reason  `json:"reason"`
 }
 
 // Reason says why the round gave an intent. Its text is made only when it
@@ -57,9 +65,11 @@ type Reason struct {
 	Priority float64
 	// From and To are GPU types; GPU a failed GPU; Was and Now an elastic
 	// job's GPU counts; With the partner a job now shares its GPUs with
-	// ("" when it now runs alone).
+	// ("" when it now runs alone). CoresWas and CoresNow: a retuned job's
+	// cores before and after.
 	From, To, GPU, With string
 	Was, Now            int
+	CoresWas, CoresNow  float64
 }
 
 // ReasonKind is the kind of a Reason.
@@ -76,6 +86,12 @@ const (
 	GPUFailed
 	GuaranteedNeedsGPUs
 	SharingChanges
+	// Retuned: the placement stage changed a kept job's cores or memory
+	// (CoresWas/CoresNow, To: the GPU type).
+	Retuned
+	// NoCPUFit: GREEDY placement skipped the job, its best-case cores and
+	// memory did not fit where its GPUs are.
+	NoCPUFit
 )
 
 func (r Reason) String() string {
@@ -103,6 +119,10 @@ func (r Reason) String() string {
 			return fmt.Sprintf("runs alone on its %s GPUs, no longer shared (priority %.4g)", r.To, r.Priority)
 		}
 		return fmt.Sprintf("shares its %s GPUs with %s (priority %.4g)", r.To, r.With, r.Priority)
+	case Retuned:
+		return fmt.Sprintf("keeps its %s GPUs, restarts with %.4g cores (had %.4g): cores and memory re-tuned", r.To, r.CoresNow, r.CoresWas)
+	case NoCPUFit:
+		return "placement: its best-case cores and memory do not fit where GPUs are free (greedy skips it)"
 	}
 	return ""
 }

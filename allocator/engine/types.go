@@ -74,6 +74,10 @@ type Job struct {
 	// estimating stage (allocator/round.Estimating) learns from it and
 	// puts its estimate in Throughput; the engine itself never reads it.
 	Measured map[string]float64 `json:"measured,omitempty"`
+	// Profile names the job's CPU and memory sensitivity profile (meta
+	// rondo.profile, a Synergy trace's model); "" : insensitive. Only the
+	// placement stage (allocator/placement) reads it.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Class is a job's standing towards the quotas (HiveD): guaranteed work
@@ -96,6 +100,10 @@ type Node struct {
 	Pool  string `json:"pool,omitempty"`
 	Class string `json:"class,omitempty"`
 	Ready bool   `json:"ready"`
+	// Cores and MemGB are what the node offers tasks (after the client's
+	// reservations): the placement stage hands them out; 0 when unknown.
+	Cores float64 `json:"cores,omitempty"`
+	MemGB float64 `json:"mem_gb,omitempty"`
 }
 
 // Elastic is a job's elastic range: it runs with ScaleFactor + k·StepGPUs
@@ -149,6 +157,16 @@ type Assignment struct {
 	Servers  []string `json:"servers"`
 	Action   Action   `json:"action,omitempty"`
 	Priority float64  `json:"priority"`
+	// Resources are the CPU cores and memory of each of Jobs (same order),
+	// when a placement stage gave them (allocator/placement); nil otherwise.
+	// A job on several servers holds them in proportion to its GPUs there.
+	Resources []Resources `json:"resources,omitempty"`
+}
+
+// Resources are a job's CPU cores and memory, over all its servers.
+type Resources struct {
+	Cores float64 `json:"cores"`
+	MemGB float64 `json:"mem_gb"`
 }
 
 // Snapshot is what a backend observed at the start of a round.

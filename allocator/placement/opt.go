@@ -1,0 +1,111 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rondo-sched/rondo/policies/lp"
+)
+
+// OptTimeLimit bounds one OPT solve; the best integer solution found by then
+// is used (it is never worse than proportional: that point is always a
+// candidate).
+var OptTimeLimit = 10 * time.Second
+
+// opt is the paper's first program on the mechanism's GPU placement: each
+// tunable job (single-server, not shared) takes one (cores, memory) point,
+// the servers hold what they take, no job runs below its proportional
+// throughput, and the sum of the jobs' throughputs relative to proportional
+// is the largest. Candidate points per GPU: the profile grid, the
+// proportional share and the (capped) best case on each axis, so TUNE's
+// grants, leftover steps included, are always candidates: OPT's throughput
+// is at least TUNE's. The paper's second program (fewest jobs split across
+// servers) concerns GPUs, which the mechanism already places compactly.
+// Multi-server and shared jobs hold their proportional share.
+func opt(js []*job, srvs map[string]*srv) error {
+	type cand struct {
+		j    *job
+		c, m float64
+		v    int
+	}
+	var cands []cand
+	m := &lp.Model{}
+	m.Maximize()
+	rowsC := map[*srv][]int{}
+	var tunable []*job
+	for _, j := range js {
+		if j.server == nil || j.Shared {
+			j.take(srvs, j.propC, j.propM)
+			continue
+		}
+		tunable = append(tunable, j)
+	}
+	for _, j := range tunable {
+		g := float64(j.gpus)
+		cs := axisWith(j.prof.CoresAxis, j.propC/g, j.bestC/g)
+		ms := axisWith(j.prof.MemAxis, j.propM/g, j.bestM/g)
+		first := len(cands)
+		for _, c := range cs {
+			for _, mm := range ms {
+				C, M := c*g, mm*g
+				if C > j.server.Cores+eps || M > j.server.MemGB+eps {
+					continue
+				}
+				r := j.rel(C, M)
+				prop := math.Abs(C-j.propC) < eps && math.Abs(M-j.propM) < eps
+				if !prop && r < 1-1e-9 {
+					continue
+				}
+				if prop {
+					r = math.Max(r, 1)
+				}
+				v := m.AddVar(0, 1, r)
+				m.SetInteger(v)
+				cands = append(cands, cand{j: j, c: C, m: M, v: v})
+				rowsC[j.server] = append(rowsC[j.server], len(cands)-1)
+			}
+		}
+		idx := make([]int, 0, len(cands)-first)
+		one := make([]float64, 0, len(cands)-first)
+		for k := first; k < len(cands); k++ {
+			idx, one = append(idx, cands[k].v), append(one, 1)
+		}
+		m.AddRow(idx, one, 1, 1)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	for _, s := range sortedServers(srvs) {
+		ks := rowsC[s]
+		if len(ks) == 0 {
+			continue
+		}
+		idx := make([]int, len(ks))
+		vc := make([]float64, len(ks))
+		vm := make([]float64, len(ks))
+		for n, k := range ks {
+			idx[n], vc[n], vm[n] = cands[k].v, cands[k].c, cands[k].m
+		}
+		m.AddRow(idx, vc, -lp.Inf, s.freeC+eps)
+		m.AddRow(idx, vm, -lp.Inf, s.freeM+eps)
+	}
+	sol, err := m.SolveMIP(lp.MIPOptions{TimeLimit: OptTimeLimit})
+	if err != nil {
+		return fmt.Errorf("placement opt: %w", err)
+	}
+	for _, k := range cands {
+		if sol.X[k.v] > 0.5 {
+			k.j.take(srvs, k.c, k.m)
+		}
+	}
+	return nil
+}
+
+// axisWith is a profile axis with the extra points added, sorted, unique.
+func axisWith(axis []float64, extra ...float64) []float64 {
+	out := append(slices.Clone(axis), extra...)
+	slices.Sort(out)
+	return slices.CompactFunc(out, func(a, b float64) bool { return math.Abs(a-b) < eps })
+}
