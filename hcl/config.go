@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -36,6 +37,55 @@ type Config struct {
 	// topology at run time (cells_from_topology blocks).
 	FromTopology []TopologyCells
 	VCs          []VC
+	// Placement is the CPU and memory placement of VCs that set none (and
+	// of the cluster without VCs): "proportional", "tune", "greedy" or
+	// "opt" (allocator/placement); "" when unset. Rondo then leaves the
+	// cores and memory of jobs' tasks as their specs say, unless a VC sets
+	// one.
+	Placement      string
+	PlacementRange hcl.Range
+	// Profiles is an operator's CPU/memory sensitivity profile file
+	// (allocator/synergy's JSON shape), "" for the embedded ones; relative
+	// to the config file's directory.
+	Profiles      string
+	ProfilesRange hcl.Range
+}
+
+// PlacementModes are the placement names (allocator/placement.Modes; hcl
+// cannot link it).
+var PlacementModes = []string{"proportional", "tune", "greedy", "opt"}
+
+// ValidPlacement checks a placement name.
+func ValidPlacement(s string) error {
+	for _, m := range PlacementModes {
+		if s == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want one of %s", s, strings.Join(PlacementModes, ", "))
+}
+
+// PlacementOf is a VC's placement, its own or the config's ("" : none set).
+func (c *Config) PlacementOf(vc string) string {
+	for _, v := range c.VCs {
+		if v.Name == vc && v.Placement != "" {
+			return v.Placement
+		}
+	}
+	return c.Placement
+}
+
+// Placing reports whether any placement is set (the stage runs).
+func (c *Config) Placing() bool {
+	if c.Placement != "" {
+		return true
+	}
+	for _, v := range c.VCs {
+		if v.Placement != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // TopologyCells is a cells_from_topology block: the ready nodes of NodePool
@@ -119,7 +169,9 @@ type VC struct {
 	// packs (*_packed, gandiva); space_sharing = false forbids it (the
 	// packed policy then runs unpacked). Default true.
 	SpaceSharing bool
-	Range        hcl.Range
+	// Placement is the VC's CPU and memory placement ("" : the config's).
+	Placement string
+	Range     hcl.Range
 }
 
 // Quota is a number of cells of one type.
@@ -207,7 +259,7 @@ func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
 }
 
 var fileSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}},
+	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
@@ -231,6 +283,36 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 			diags = append(diags, errAt(a.Expr.Range(), "Invalid round_seconds", fmt.Sprintf("round_seconds = %d must be positive", n)))
 		}
 		cfg.RoundSeconds = n
+	}
+	if a, ok := content.Attributes["placement"]; ok {
+		if cfg.PlacementRange != (hcl.Range{}) {
+			diags = append(diags, errAt(a.NameRange, "Duplicate placement", fmt.Sprintf("placement is already set at %s", cfg.PlacementRange)))
+		}
+		cfg.PlacementRange = a.NameRange
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			cfg.Placement = v
+			if err := ValidPlacement(v); err != nil {
+				diags = append(diags, errAt(a.Expr.Range(), "Unknown placement", "placement "+err.Error()))
+			}
+		}
+	}
+	if a, ok := content.Attributes["profiles"]; ok {
+		if cfg.ProfilesRange != (hcl.Range{}) {
+			diags = append(diags, errAt(a.NameRange, "Duplicate profiles", fmt.Sprintf("profiles is already set at %s", cfg.ProfilesRange)))
+		}
+		cfg.ProfilesRange = a.NameRange
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if v == "" {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid profiles", "profiles: want a file name"))
+			} else if !filepath.IsAbs(v) {
+				v = filepath.Join(filepath.Dir(a.NameRange.Filename), v)
+			}
+			cfg.Profiles = v
+		}
 	}
 	for _, b := range content.Blocks {
 		switch b.Type {
@@ -466,7 +548,7 @@ func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
 func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, SpaceSharing: true, Range: b.DefRange}
 	content, diags := b.Body.Content(&hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}},
+		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"}},
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
@@ -529,6 +611,16 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		on, d := boolAttr(a)
 		diags = append(diags, d...)
 		v.SpaceSharing = on
+	}
+	if a, ok := content.Attributes["placement"]; ok {
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			v.Placement = s
+			if err := ValidPlacement(s); err != nil {
+				diags = append(diags, errAt(a.Expr.Range(), "Unknown placement", fmt.Sprintf("vc %q: placement %v", v.Name, err)))
+			}
+		}
 	}
 	if a, ok := content.Attributes["pinned"]; ok {
 		l, d := stringListAttr(a)

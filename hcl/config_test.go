@@ -99,6 +99,8 @@ func TestMalformed(t *testing.T) {
 		{"topology_empty_pool.hcl", "2:15", "Invalid node_pool", "node_pool must not be empty"},
 		{"topology_duplicate.hcl", "4:1", "Duplicate cells_from_topology", `node_pool "gpu" node_class "" is already derived at testdata/topology_duplicate.hcl:1:1`},
 		{"topology_with_gpus.hcl", "5:3", "Quota-only share with cells", "cells_from_topology at testdata/topology_with_gpus.hcl:1:1 derives cells"},
+		{"placement_bad.hcl", "3:15", "Unknown placement", `vc "a": placement "tuned": want one of proportional, tune, greedy, opt`},
+		{"placement_number.hcl", "1:13", "Unknown placement", `placement "3": want one of`},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {
@@ -342,5 +344,22 @@ func TestCellsFromTopology(t *testing.T) {
 	noTopo = strings.NewReplacer("{\n  node_pool = \"gpu\"\n}", "", "{\n  node_pool  = \"gpu\"\n  node_class = \"dgx\"\n}", "").Replace(noTopo)
 	if _, diags = Parse(Source{Name: "t.hcl", Src: []byte(noTopo)}); !strings.Contains(FormatDiagnostics(diags), `quota names "v100-node", not a declared cell_type`) {
 		t.Errorf("without cells_from_topology: %s", FormatDiagnostics(diags))
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	cfg, diags := LoadPath("testdata/placement.hcl")
+	if diags.HasErrors() {
+		t.Fatal(FormatDiagnostics(diags))
+	}
+	if !cfg.Placing() || cfg.PlacementOf("research") != "opt" || cfg.PlacementOf("prod") != "tune" || cfg.PlacementOf("") != "tune" {
+		t.Errorf("placement: research %q prod %q none %q", cfg.PlacementOf("research"), cfg.PlacementOf("prod"), cfg.PlacementOf(""))
+	}
+	if cfg.Profiles != filepath.Join("testdata", "profiles.json") {
+		t.Errorf("profiles = %q, want relative to the config file", cfg.Profiles)
+	}
+	plain, diags := Parse(Source{Name: "one.hcl", Src: []byte(`vc "all" { policy = "las" }`)})
+	if diags.HasErrors() || plain.Placing() || plain.PlacementOf("all") != "" {
+		t.Errorf("no placement set: Placing %v", plain.Placing())
 	}
 }

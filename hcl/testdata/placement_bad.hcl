@@ -1,0 +1,4 @@
+vc "a" {
+  gpus      = { v100 = 8 }
+  placement = "tuned"
+}
