@@ -161,14 +161,17 @@ func newEngine(s *agentSettings, reset bool) (*engine.Engine, error) {
 // --vc-config`), else (one VC, no share, no cells) the single engine for
 // the whole cluster. reset as in newEngine.
 func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, error) {
-	d, err := vcDecider(s.cfg, s.round.Seconds(), reset, func(msg string, args ...any) { log.Warn(msg, args...) })
+	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
+	d, err := vcDecider(s.cfg, s.round.Seconds(), reset, warn)
 	if err != nil {
 		return nil, err
 	}
-	if d != nil {
-		return d, nil
+	if d == nil {
+		if d, err = newEngine(s, reset); err != nil {
+			return nil, err
+		}
 	}
-	return newEngine(s, reset)
+	return withPlacement(s.cfg, d, warn)
 }
 
 // cellPools lists the node pools cells select (node_pool): GPU pools

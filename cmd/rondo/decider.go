@@ -4,7 +4,9 @@ import (
 	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/agent"
+	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/round"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies"
 	"github.com/rondo-sched/rondo/policies/names"
@@ -129,4 +131,33 @@ func shareGroup(cfg *rhcl.Config, policy string) func(vc string, opportunistic b
 		return nil
 	}
 	return func(string, bool) (string, bool) { return "", true }
+}
+
+// withPlacement puts the CPU and memory placement stage around d when the
+// config sets a placement (top level or per VC); d as it is otherwise. The
+// profiles are the config's file, else the embedded ones.
+func withPlacement(cfg *rhcl.Config, d agent.Decider, warn func(msg string, args ...any)) (agent.Decider, error) {
+	if !cfg.Placing() {
+		return d, nil
+	}
+	st, err := placementStage(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st.Next = d
+	st.Warn = func(job, msg string) { warn("placement: job "+job+": "+msg, "job", job) }
+	return st, nil
+}
+
+// placementStage is the stage a config asks for, without its decider.
+func placementStage(cfg *rhcl.Config) (*placement.Stage, error) {
+	tb := synergy.Default()
+	if cfg.Profiles != "" {
+		var err error
+		if tb, err = synergy.Load(cfg.Profiles); err != nil {
+			return nil, err
+		}
+	}
+	return &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true},
+		Mode: func(vc string) placement.Mode { return placement.Mode(cfg.PlacementOf(vc)) }}, nil
 }
