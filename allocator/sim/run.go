@@ -10,6 +10,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -55,6 +56,7 @@ type simulator struct {
 	rounds      int
 	recomputes  int
 	preemptions int
+	retunes     int
 	solveMS     []float64
 	windowDone  int
 	idleRounds  int
@@ -71,6 +73,11 @@ type simulator struct {
 	oppStops int
 	meas     *measurer // nil without measurement noise (measure.go)
 	oppEvict int       // opportunistic jobs stopped for guaranteed work
+
+	// Placement (placement.go): GPUs per server, profiles, GPU → server.
+	srvGPUs   map[string]int
+	profiles  *synergy.Table
+	gpuServer map[string]string
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -113,6 +120,9 @@ func Run(src Source, o Options) (*Result, error) {
 		}
 	}
 	var err error
+	if r.Decider, err = s.initPlacement(r.Decider); err != nil {
+		return nil, err
+	}
 	if r.Decider, err = s.initMeasure(r.Decider); err != nil {
 		return nil, err
 	}
@@ -190,7 +200,11 @@ func (s *simulator) addJob(tj trace.Job) {
 		started: -1}
 	js.received = s.led.Job(js.id)
 	for _, t := range s.types {
-		if v, ok := s.tb.Isolated(tj.Key(), t); ok {
+		if tj.StepsPerS != nil {
+			if v := tj.StepsPerS[t]; v > 0 {
+				js.tput[t] = v
+			}
+		} else if v, ok := s.tb.Isolated(tj.Key(), t); ok {
 			js.tput[t] = v
 		}
 	}
@@ -437,13 +451,13 @@ func (s *simulator) pairKeys(a, b *jobState) map[string][2]float64 {
 func (s *simulator) snapshot() *engine.Snapshot {
 	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev}
 	vc := s.o.Decider != nil // VC mode: the nodes, each job's VC and class (vc.go)
-	if vc {
+	if vc || s.o.Placement != nil {
 		snap.Nodes = s.nodes
 	}
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
-			Started: js.ran, Measured: js.measured, Model: js.tj.Model}
+			Started: js.ran, Measured: js.measured, Model: js.tj.Model, Profile: js.tj.Profile}
 		js.measured = nil // reported once
 		if vc {
 			j.VC = js.tj.VC
@@ -515,12 +529,20 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			m.pairKey = engine.UnitKey(a.Jobs)
 			tput = s.pairKeys(jobs[0], jobs[1])[a.Type]
 		} else {
-			tput[0] = s.resizedTput(jobs[0], a)
+			tput[0] = s.resizedTput(jobs[0], a) * s.cpuFactor(jobs[0], a, 0)
 		}
 		cost := 0.0
 		for k, js := range jobs {
 			in := intents[k].Intent
 			moved := in != engine.IntentKeep && in != engine.IntentResize
+			if in == engine.IntentRetune {
+				s.retunes++
+				if s.o.Placement != nil && s.o.Placement.Compat {
+					moved = false // the reference re-places for free
+				} else {
+					s.preemptions++
+				}
+			}
 			if s.o.PreemptionCostS > 0 && js.ran && moved {
 				cost = math.Max(cost, s.o.PreemptionCostS)
 			}
@@ -636,7 +658,7 @@ func (s *simulator) ideal(plan *engine.Plan) error {
 }
 
 func (s *simulator) result() *Result {
-	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, EndS: s.now,
+	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, Retunes: s.retunes, EndS: s.now,
 		PeakActive: s.peakActive}
 	r.Finished = s.finished()
 	var jcts, rhos []float64

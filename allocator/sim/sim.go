@@ -22,6 +22,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -158,6 +159,9 @@ type Options struct {
 	// (guaranteed, opportunistic) over the run and over [0, BusyWindowS]
 	// (Result.ClassBusy, busy.go).
 	BusyWindowS float64
+	// Placement, when set, gives jobs cores and memory each round
+	// (placement.go); their profiles set how fast they run.
+	Placement *Placement
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -165,6 +169,7 @@ type Options struct {
 
 type jobState struct {
 	tj        trace.Job
+	prof      *synergy.Profile // resolved on its first run with placement
 	id        string
 	tput      map[string]float64
 	remaining float64
@@ -214,17 +219,20 @@ type JobResult struct {
 
 // Result holds the run's metrics; JSON names are the CLI's contract.
 type Result struct {
-	Policy        string  `json:"policy"`
-	AvgJCTS       float64 `json:"avg_jct_s"`
-	P50JCTS       float64 `json:"p50_jct_s"`
-	P99JCTS       float64 `json:"p99_jct_s"`
-	MakespanS     float64 `json:"makespan_s"`
-	Utilization   float64 `json:"utilization"`
-	JobsInWindow  int     `json:"jobs_in_window"`
-	JobsDone      int     `json:"jobs_done"`
-	Rounds        int     `json:"rounds"`
-	Recomputes    int     `json:"recomputes"`
-	Preemptions   int     `json:"preemptions"`
+	Policy       string  `json:"policy"`
+	AvgJCTS      float64 `json:"avg_jct_s"`
+	P50JCTS      float64 `json:"p50_jct_s"`
+	P99JCTS      float64 `json:"p99_jct_s"`
+	MakespanS    float64 `json:"makespan_s"`
+	Utilization  float64 `json:"utilization"`
+	JobsInWindow int     `json:"jobs_in_window"`
+	JobsDone     int     `json:"jobs_done"`
+	Rounds       int     `json:"rounds"`
+	Recomputes   int     `json:"recomputes"`
+	Preemptions  int     `json:"preemptions"`
+	// Retunes are restarts of running jobs with other cores or memory
+	// (placement; counted in Preemptions too, except in Synergy-compat runs).
+	Retunes       int     `json:"retunes,omitempty"`
 	SolveMSP50    float64 `json:"solve_ms_p50"`
 	SolveMSMax    float64 `json:"solve_ms_max"`
 	WallS         float64 `json:"wall_s"`

@@ -40,6 +40,13 @@ type Job struct {
 	// --vc-config` (JSON-lines traces only; otherwise drawn by the CLI).
 	VC            string `json:"vc,omitempty"`
 	Opportunistic bool   `json:"opportunistic,omitempty"`
+	// Profile names the job's CPU/memory sensitivity profile
+	// (allocator/synergy; a Synergy trace's model), "" for none.
+	Profile string `json:"profile,omitempty"`
+	// StepsPerS, when set, is the job's isolated steps/s per GPU type,
+	// instead of the throughput table's for Model (Synergy traces: one
+	// iteration per iter_time_s at the proportional share, on v100).
+	StepsPerS map[string]float64 `json:"steps_per_s,omitempty"`
 
 	// Physical-cluster trace fields, carried through unchanged.
 	Command      string `json:"command,omitempty"`

@@ -34,6 +34,15 @@ type simulateCmd struct {
 	seed                                                                    int64
 	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
 	vc                                                                      vcFlags
+	place                                                                   placeFlags
+}
+
+// placeFlags are the CPU and memory placement options (allocator/placement,
+// docs/synergy.md).
+type placeFlags struct {
+	traceFormat, mode string
+	cpus, memGB       float64
+	synergyCompat     bool
 }
 
 func newSimulate() *simulateCmd {
@@ -65,6 +74,11 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
 	f.Float64Var(&c.hidePairs, "hide-pairs", 0, "hide this fraction of the table's measured pairs (per GPU type, seeded by --seed) from the packing policy, which sees their matrix-completion estimates instead (estimator.HidePairs); they still run at the table's throughputs")
+	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default) or synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles)")
+	f.StringVar(&c.place.mode, "placement", "", "CPU and memory placement: proportional, tune, greedy or opt (servers get --cpus-per-server and --mem-per-server; jobs run at their profile's speed for what they get)")
+	f.Float64Var(&c.place.cpus, "cpus-per-server", 0, "CPU cores per server, with --placement (default 3 per GPU)")
+	f.Float64Var(&c.place.memGB, "mem-per-server", 0, "memory per server in GB, with --placement (default 62.5 per GPU)")
+	f.BoolVar(&c.place.synergyCompat, "synergy-compat", false, "with --placement: credit only the two speeds Synergy's reference simulator credits (best case or proportional) and re-place every job every round at no cost, no leftover step")
 	f.Float64Var(&c.measureNoise, "measure-noise", 0, "jobs report measured throughputs, true × exp(N(0, SIGMA)) (seeded by --seed), that the round's estimator learns (0: decide on the true throughputs)")
 	return c
 }
@@ -148,6 +162,9 @@ func (c *simulateCmd) Run(args []string) int {
 			return c.fail(err)
 		}
 	}
+	if o.Placement, err = c.simPlacement(nil); err != nil {
+		return c.fail(err)
+	}
 	src, err := c.source(tb, nil)
 	if err != nil {
 		return c.fail(err)
@@ -175,6 +192,9 @@ func (c *simulateCmd) hiddenPairs(tb *throughputs.Table) (*estimator.Hidden, err
 // source is the --trace: Gavel's continuous or static generator, or a
 // trace file (check, if set, vets each job of a JSON-lines file).
 func (c *simulateCmd) source(tb *throughputs.Table, check func(trace.Job) error) (sim.Source, error) {
+	if src, ok, err := c.synergyTrace(); ok || err != nil {
+		return src, err
+	}
 	switch c.traceArg {
 	case "continuous", "static":
 		rate := c.rate

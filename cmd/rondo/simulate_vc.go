@@ -624,6 +624,9 @@ func (c *simulateCmd) runVCSim() int {
 	if o.Decider, err = vcDecider(cfg, c.round, false, warn); err != nil {
 		return c.fail(err)
 	}
+	if o.Placement, err = c.simPlacement(cfg); err != nil {
+		return c.fail(err)
+	}
 	if c.faultsFile != "" {
 		if o.Faults, err = faults.ReadFile(c.faultsFile); err != nil {
 			return c.fail(err)

@@ -48,6 +48,11 @@ var aliases = map[string]string{
 	"min_cost":       "max_sum_throughput_normalized_by_cost_perf",
 	"min_cost_slo":   "max_sum_throughput_normalized_by_cost_perf_SLOs",
 	"hierarchical":   "max_min_fairness_water_filling_perf",
+	// Shortest remaining time first: shortest_job_first orders by remaining
+	// steps over the fastest type's throughput, re-ordered at every
+	// recompute (arrival, completion).
+	"srtf": "shortest_job_first_perf",
+	"sjf":  "shortest_job_first_perf",
 }
 
 // Names lists every canonical policy name (aliases excluded), sorted.
