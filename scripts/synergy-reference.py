@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Runs Synergy's reference simulator (github msr-fiddle/synergy, simulator/)
+on one replayed trace with one scheduler and prints its result as one JSON line.
+
+It calls the reference's own Runner class (simulator/runner.py) the way the
+reference's benchmark() does for one entry of its hard-coded `schedulers`
+list (runner.py:417-477): the flags come from the scheduler string
+('FIFO+fair' = proportional, 'FIFO+tune' = Synergy-Tune, 'FIFO' =
+Synergy-Greedy), random.seed(seed) first. The one difference: it passes
+series_id_filter=(0, number of jobs in the trace) instead of the default
+(4000, 5000), which would leave the 100 deploy-trace jobs (ids 0-99) out of
+the JCT series (stock runner.py prints "Mean = nan" for them).
+
+Nothing of the reference is copied here; it is imported from SIMULATOR_DIR.
+The modules the reference imports only for deployment (grpc and its rpc
+stubs, cvxpy, numa, psutil, matplotlib) must be importable: see
+scripts/synergy-reference.sh, which writes stand-ins and runs this.
+
+usage: synergy-reference.py SIMULATOR_DIR --trace T [--static] --scheduler S
+           [--config C] [--seed N] [--jobs-csv F] [--rounds-csv F]
+"""
+import argparse
+import collections
+import collections.abc
+import csv
+import json
+import logging
+import os
+import random
+import sys
+import time
+
+# The reference uses collections.Mapping (removed in Python 3.10).
+if not hasattr(collections, "Mapping"):
+    collections.Mapping = collections.abc.Mapping
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("simulator_dir")
+    ap.add_argument("--trace", required=True, help="relative to SIMULATOR_DIR")
+    ap.add_argument("--static", action="store_true")
+    ap.add_argument("--scheduler", required=True, help="e.g. FIFO+fair, LAS+tune, SRTF")
+    ap.add_argument("--config", default="configs/deployment.ini")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--jobs-csv", help="append one row per job (trace-independent columns)")
+    ap.add_argument("--rounds-csv", help="write every round's placements (time, job, gpus, cpus, mem, iterations credited)")
+    ap.add_argument("--log", help="write the simulator's INFO log here (default: discard)")
+    args = ap.parse_args()
+    for a in ("jobs_csv", "rounds_csv", "log"):
+        if getattr(args, a):
+            setattr(args, a, os.path.abspath(getattr(args, a)))
+
+    os.chdir(args.simulator_dir)
+    sys.path.insert(0, os.getcwd())
+    logging.basicConfig(
+        filename=args.log or os.devnull,
+        format="%(module)s - %(funcName)s - %(levelname)s - %(message)s",
+        level=logging.INFO)
+
+    with open(args.trace) as f:
+        njobs = sum(1 for line in f if line.strip())
+
+    import runner as ref  # the reference simulator's runner.py
+    from events.schedule_event import ScheduleEvent
+
+    rounds = []
+    if args.rounds_csv:
+        orig = ScheduleEvent.handleEvent
+
+        def handle(self):
+            orig(self)
+            r = ScheduleEvent.runner
+            for j in self.scheduler.running_jobs:
+                rounds.append((r.time, j.job_id, j.job_model.model_name,
+                               " ".join(str(g.gpu_id) for g in j.gpus),
+                               j.cpus, j.mem, j.synergy_speedup,
+                               j.job_executed_iteration - j.last_round_progress,
+                               j.job_executed_iteration, j.job_total_iteration))
+        ScheduleEvent.handleEvent = handle
+
+    sched = args.scheduler
+    placement = "place" in sched
+    fair = "fair" in sched
+    tune = "tune" in sched
+    opt = "opt" in sched
+    random.seed(args.seed)
+    start = time.time()
+    r = ref.Runner(
+        cluster_job_log=None,
+        scheduler=sched.split("+")[0],
+        jobs_per_hour=9.0,
+        series_id_filter=(0, njobs),
+        model_class_split=(20, 70, 10),
+        exponential=True,
+        philly_arrival=False,
+        multigpu=False,
+        small_trace=False,
+        static=args.static,
+        placement=placement,
+        prioritize=False,
+        fair=fair,
+        tune=tune,
+        opt=opt,
+        simulate=True,
+        conn_list=None,
+        config_file=args.config,
+        num_jobs_default=0,
+        record_trace=False,
+        rec_trace_file="./record",
+        trace=args.trace)
+    _, jct_series = r.run_simulation()
+    wall = time.time() - start
+
+    df = jct_series.get_df()  # columns: job id, JCT (s), as runner.finish_job records them
+    arrival = {j.job_id: j.job_arrival_time for j in r.finished_jobs}
+    finish = {jid: arrival[jid] + jct for jid, jct in zip(df[df.columns[0]], df[df.columns[1]])}
+    out = {
+        "avg_jct_s": float(df[df.columns[1]].mean()),
+        "makespan_s": float(max(finish.values())) if finish else None,
+        "jobs": int(len(df)),
+        "jobs_in_trace": njobs,
+        "unfinished": len(r.runnable_jobs),
+        "first_arrival_s": float(min(j.job_arrival_time for j in r.workload.jobs)),
+        "sim_wall_s": round(wall, 3),
+    }
+    print(json.dumps(out))
+
+    if args.jobs_csv:
+        with open(args.jobs_csv, "a", newline="") as f:
+            w = csv.writer(f)
+            for jid in sorted(finish):
+                w.writerow([jid, repr(arrival[jid]), repr(finish[jid]), repr(finish[jid] - arrival[jid])])
+    if args.rounds_csv:
+        with open(args.rounds_csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["time_s", "job_id", "model", "gpu_ids", "cpus", "mem_gb", "speedup",
+                        "iters_credited", "iters_done", "iters_total"])
+            w.writerows(rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Reference numbers from Synergy's own simulator (github msr-fiddle/synergy,
+# simulator/), for Rondo's Synergy implementation to match: the two 100-job
+# deployment traces x policies FIFO, LAS, SRTF, FTF x placements proportional
+# ('+fair'), Synergy-Tune ('+tune'), Synergy-Greedy (no suffix) = 24 runs.
+#
+#   scripts/synergy-reference.sh SYNERGY_CHECKOUT [OUTDIR]
+#
+# SYNERGY_CHECKOUT: a checkout of msr-fiddle/synergy (the repository root or
+# its simulator/ folder). Writes OUTDIR/reference.json (default docs/synergy)
+# and OUTDIR/reference-jobs.csv (every job's arrival, finish and JCT per run).
+# Needs a python3 with numpy and pandas (Debian: apt-get install -y
+# python3-numpy python3-pandas); PYTHON=... picks one. The modules the
+# simulator imports only for deployment (grpc and its generated rpc stubs,
+# cvxpy, numa, psutil, google.protobuf, matplotlib) are replaced by empty
+# stand-ins written to $SYNERGY_STUBS (default /tmp/synergy-stubs).
+# The commit recorded is `git rev-parse HEAD` of the checkout, else
+# $SYNERGY_COMMIT. Semantics of the runs: docs/synergy/reference-notes.md.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+src=${1:?usage: scripts/synergy-reference.sh SYNERGY_CHECKOUT [OUTDIR]}
+out=${2:-$here/docs/synergy}
+src=$(cd "$src" && pwd)
+if [ -d "$src/simulator" ]; then sim=$src/simulator; else sim=$src; fi
+for f in runner.py deploy_trace/static_100job_6_3_1100.0 deploy_trace/dynamic/srtf.log; do
+  [ -e "$sim/$f" ] || { echo "synergy-reference: $sim/$f missing (not a synergy checkout?)" >&2; exit 1; }
+done
+commit=$(git -C "$sim" rev-parse HEAD 2>/dev/null || echo "${SYNERGY_COMMIT:-unknown}")
+
+py=${PYTHON:-}
+if [ -z "$py" ]; then
+  for c in /usr/bin/python3 python3; do
+    if "$c" -c 'import numpy, pandas' 2>/dev/null; then py=$c; break; fi
+  done
+fi
+[ -n "$py" ] || { echo "synergy-reference: no python3 with numpy and pandas (apt-get install -y python3-numpy python3-pandas)" >&2; exit 1; }
+
+# Stand-ins: every attribute of such a module is a do-nothing class, enough
+# for the imports and class definitions that simulation never executes.
+stubs=${SYNERGY_STUBS:-/tmp/synergy-stubs}
+rm -rf "$stubs"
+mkdir -p "$stubs/matplotlib" "$stubs/google/protobuf"
+cat > "$stubs/_synref_stub.py" <<'EOF'
+class _Stub:
+    def __init__(self, *a, **k): pass
+    def __call__(self, *a, **k): return _Stub()
+    def __getattr__(self, name):
+        if name.startswith('__'): raise AttributeError(name)
+        return _Stub()
+    def __iter__(self): return iter(())
+EOF
+for m in grpc numa psutil cvxpy common_pb2 \
+         job_to_scheduler_pb2 job_to_scheduler_pb2_grpc \
+         worker_to_scheduler_pb2 worker_to_scheduler_pb2_grpc \
+         scheduler_to_worker_pb2 scheduler_to_worker_pb2_grpc \
+         matplotlib/__init__ matplotlib/pyplot matplotlib/dates google/protobuf/struct_pb2; do
+  printf 'from _synref_stub import _Stub\ndef __getattr__(name):\n    if name.startswith("__"): raise AttributeError(name)\n    return _Stub\n' > "$stubs/$m.py"
+done
+: > "$stubs/google/__init__.py"; : > "$stubs/google/protobuf/__init__.py"
+# So that the stock runner.py also runs on Python >= 3.10 with these stubs.
+printf 'import collections, collections.abc\nif not hasattr(collections, "Mapping"):\n    collections.Mapping = collections.abc.Mapping\n' > "$stubs/sitecustomize.py"
+
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+: > "$tmp/runs.jsonl"
+echo "trace,policy,placement,job_id,arrival_s,finish_s,jct_s" > "$tmp/jobs.csv"
+cd "$here"
+for trace in static dynamic; do
+  if [ "$trace" = static ]; then
+    targs="--trace deploy_trace/static_100job_6_3_1100.0 --static --config configs/static_trace.ini"
+  else
+    targs="--trace deploy_trace/dynamic/srtf.log --config configs/deployment.ini"
+  fi
+  for policy in FIFO LAS SRTF FTF; do
+    for placement in proportional tune greedy; do
+      case $placement in proportional) s=$policy+fair ;; tune) s=$policy+tune ;; greedy) s=$policy ;; esac
+      cmd="PYTHONPATH=$stubs $py scripts/synergy-reference.py $sim $targs --scheduler $s"
+      t0=$(date +%s.%N)
+      res=$(env PYTHONPATH="$stubs" "$py" scripts/synergy-reference.py "$sim" $targs --scheduler "$s" --jobs-csv "$tmp/one.csv")
+      t1=$(date +%s.%N)
+      sed "s/^/$trace,${policy,,},$placement,/" "$tmp/one.csv" >> "$tmp/jobs.csv"; rm -f "$tmp/one.csv"
+      "$py" - "$trace" "${policy,,}" "$placement" "$s" "$cmd" "$t0" "$t1" "$commit" "$res" >> "$tmp/runs.jsonl" <<'EOF'
+import json, sys
+trace, policy, placement, sched, cmd, t0, t1, commit, res = sys.argv[1:]
+r = json.loads(res)
+print(json.dumps({
+    "trace": trace, "policy": policy, "placement": placement,
+    "avg_jct_s": r["avg_jct_s"], "makespan_s": r["makespan_s"], "jobs": r["jobs"],
+    "command": cmd, "wall_s": round(float(t1) - float(t0), 3),
+    "reference_scheduler": sched, "unfinished": r["unfinished"],
+    "synergy_commit": commit}))
+EOF
+      echo "synergy-reference: $trace $s: $res" >&2
+    done
+  done
+done
+"$py" - "$tmp/runs.jsonl" > "$out/reference.json" <<'EOF'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+print("[\n" + ",\n".join("  " + json.dumps(r) for r in runs) + "\n]")
+EOF
+cp "$tmp/jobs.csv" "$out/reference-jobs.csv"
+echo "synergy-reference: wrote $out/reference.json and $out/reference-jobs.csv (synergy $commit)" >&2
