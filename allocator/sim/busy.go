@@ -76,6 +76,6 @@ func (s *simulator) gridNext(t float64) float64 {
 	if !s.o.RoundGrid {
 		return t
 	}
-	r := s.roundS()
-	return math.Ceil(t/r) * r
+	r, o := s.roundS(), s.o.GridOriginS
+	return o + math.Max(math.Ceil((t-o)/r), 0)*r
 }

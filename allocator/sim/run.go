@@ -129,6 +129,11 @@ func Run(src Source, o Options) (*Result, error) {
 	if err := s.fetch(); err != nil {
 		return nil, err
 	}
+	if s.o.RoundGrid && s.pending != nil {
+		// The first round too falls on the grid, with every job that
+		// arrived by then.
+		s.now = s.gridNext(s.pending.ArrivalS)
+	}
 	step := func(ctx context.Context) error {
 		_, _, err := r.Step(ctx)
 		return err
@@ -561,6 +566,9 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			m.iso = append(m.iso, s.isoTput(js, n))
 			if tput[i] > 0 {
 				m.finish = math.Max(m.finish, s.now+cost+steps/tput[i])
+			}
+			if s.o.FinishAtRoundEnd {
+				m.finish = s.now + round
 			}
 			if !js.ran {
 				js.ran = true

@@ -155,6 +155,13 @@ type Options struct {
 	// arrival (busy.go). The VC comparison uses it so that a VC's rounds
 	// fall at the same times on the shared cluster and on its private one.
 	RoundGrid bool
+	// GridOriginS shifts the grid to GridOriginS + k × Engine.RoundS
+	// (Synergy's reference replays a static trace from t = 1 s).
+	GridOriginS float64
+	// FinishAtRoundEnd: a job that completes during a round finishes at
+	// the round's end, holding its GPUs until then (Synergy's reference:
+	// leases end with the round). Needs RoundGrid.
+	FinishAtRoundEnd bool
 	// BusyWindowS, when positive, also measures busy GPU time per class
 	// (guaranteed, opportunistic) over the run and over [0, BusyWindowS]
 	// (Result.ClassBusy, busy.go).

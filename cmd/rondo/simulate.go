@@ -165,6 +165,12 @@ func (c *simulateCmd) Run(args []string) int {
 	if o.Placement, err = c.simPlacement(nil); err != nil {
 		return c.fail(err)
 	}
+	if o.Placement != nil && o.Placement.Compat {
+		// The reference's time model: rounds on the grid 1 + k × round
+		// (its static replay starts at t = 1 s), every job holding its
+		// resources to the round's end and finishing there.
+		o.RoundGrid, o.GridOriginS, o.FinishAtRoundEnd = true, 1, true
+	}
 	src, err := c.source(tb, nil)
 	if err != nil {
 		return c.fail(err)
