@@ -98,6 +98,9 @@ type Options struct {
 	// Fresh ignores Held: every job is placed from scratch (the reference
 	// simulator re-places all jobs every round, at no cost).
 	Fresh bool
+	// FirstFit also re-chooses every job's GPUs, as the reference
+	// simulator does (firstfit.go; --synergy-compat with one engine).
+	FirstFit bool
 }
 
 // Result is the stage's decision.

@@ -112,10 +112,18 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 	for i := range servers {
 		srvByID[servers[i].ID] = &servers[i]
 	}
-	intentOf := map[string]*engine.JobIntent{}
-	for i := range p.Intents {
-		intentOf[p.Intents[i].Job] = &p.Intents[i]
+	if st.Options.FirstFit && st.Mode != nil {
+		grants, skipped := firstFit(st.Mode(""), s, p, servers, func(j *engine.Job, gpus int) *synergy.Profile {
+			if j == nil || j.Profile == "" {
+				return nil
+			}
+			return st.profile(j, gpus, &servers[0])
+		})
+		engine.Annotate(s, p, nil)
+		st.amend(s, p, grants, held, skipped, intentsOf(p))
+		return nil
 	}
+	intentOf := intentsOf(p)
 
 	// The plan's jobs by mode, in policy order (assignment order is the
 	// mechanism's priority order).
@@ -299,4 +307,12 @@ func (st *Stage) amend(s *engine.Snapshot, p *engine.Plan, grants map[string]Gra
 // rounding).
 func changed(a, b engine.Resources) bool {
 	return math.Abs(a.Cores-b.Cores) > 1e-6 || math.Abs(a.MemGB-b.MemGB) > 1e-6
+}
+
+func intentsOf(p *engine.Plan) map[string]*engine.JobIntent {
+	out := make(map[string]*engine.JobIntent, len(p.Intents))
+	for i := range p.Intents {
+		out[p.Intents[i].Job] = &p.Intents[i]
+	}
+	return out
 }

@@ -63,7 +63,7 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 		s.profiles = synergy.Default()
 	}
 	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.profiles,
-		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat}}
+		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil}}
 	return st, nil
 }
 
