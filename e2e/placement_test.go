@@ -53,42 +53,74 @@ func (s *stack) profiledJobHCL(id, profile string) string {
 }
 
 // tuneGrants is what Synergy-TUNE (with Rondo's leftover step, as the
-// agent runs it) gives one-GPU jobs of these profiles on the modelled
-// server: the first round's jobs placed afresh, then held while the
-// later ones arrive.
-func tuneGrants(t *testing.T, first, later map[string]string) (round1, round2 map[string]placement.Grant) {
+// agent runs it) gives one-GPU jobs of these profiles (id → profile) on the
+// modelled server, one placement per phase of arrivals: each phase's jobs
+// placed afresh, the earlier ones held.
+func tuneGrants(t *testing.T, phases ...map[string]string) []map[string]placement.Grant {
 	t.Helper()
 	srv := []placement.Server{{ID: "n", GPUs: synergyGPUs, Cores: synergyCores, MemGB: synergyMemGB}}
-	job := func(id, profile string) placement.Job {
-		p, err := synergy.Default().Lookup(profile, 1, synergyCores/synergyGPUs)
+	var jobs []placement.Job
+	var out []map[string]placement.Grant
+	for _, arrivals := range phases {
+		for _, id := range slices.Sorted(maps.Keys(arrivals)) {
+			p, err := synergy.Default().Lookup(arrivals[id], 1, synergyCores/synergyGPUs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs = append(jobs, placement.Job{ID: id, GPUs: map[string]int{"n": 1}, Profile: p})
+		}
+		r, err := placement.Place(placement.Tune, srv, jobs, placement.Options{Leftover: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return placement.Job{ID: id, GPUs: map[string]int{"n": 1}, Profile: p}
+		for i := range jobs {
+			g := r.Grants[jobs[i].ID]
+			jobs[i].Held = &g
+		}
+		out = append(out, r.Grants)
 	}
-	var jobs []placement.Job
-	for _, id := range sortedIDs(first) {
-		jobs = append(jobs, job(id, first[id]))
-	}
-	r, err := placement.Place(placement.Tune, srv, jobs, placement.Options{Leftover: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range jobs {
-		g := r.Grants[jobs[i].ID]
-		jobs[i].Held = &g
-	}
-	for _, id := range sortedIDs(later) {
-		jobs = append(jobs, job(id, later[id]))
-	}
-	r2, err := placement.Place(placement.Tune, srv, jobs, placement.Options{Leftover: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Grants, r2.Grants
+	return out
 }
 
-func sortedIDs(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+// webJobHCL is work Rondo does not schedule, in its GPU pool: cpu MHz.
+const webJobHCL = `job "web" {
+  type      = "batch"
+  node_pool = "rondo"
+  group "web" {
+    task "web" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }
+      resources {
+        cpu    = %d
+        memory = 1024
+      }
+    }
+  }
+}
+`
+
+// nodeUsage is the CPU (MHz) and memory (MB) the node's live allocations
+// hold in Nomad's accounting.
+func nodeUsage(t *testing.T, c *api.Client, node string) (cpu, mem int64) {
+	t.Helper()
+	allocs, _, err := c.Nodes().Allocations(node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, al := range allocs {
+		if al.ClientTerminalStatus() || al.AllocatedResources == nil {
+			continue
+		}
+		for _, tr := range al.AllocatedResources.Tasks {
+			cpu += tr.Cpu.CpuShares
+			mem += tr.Memory.MemoryMB
+		}
+	}
+	return cpu, mem
+}
 
 // runningWith reports the job's one running allocation when Nomad holds
 // exactly cpu MHz and mem MB for its task.
@@ -119,7 +151,11 @@ func runningWith(c *api.Client, id string, cpu, mem int64) (*api.Allocation, boo
 // TUNE must shrink alexnet back to proportional to fit res18's 9 cores, so
 // alexnet is retuned exactly once (a checkpointed restart on the same GPU
 // with 4 cores and 64 GB, resuming from its checkpoint), gnmt is not
-// touched, and nothing changes in the rounds after.
+// touched. Then a job Rondo does not schedule takes all but 500 MHz of the
+// node and a late gnmt arrives: its 1-core grant does not fit Nomad's
+// accounting, so it runs shrunk to the 500 MHz free (a warning), no
+// evaluation blocked, the node exactly full. Nothing restarts in the
+// rounds after.
 func TestPlacementOnNomad(t *testing.T) {
 	mhz := hostCoreMHz(t)
 	spec := cluster.UniformClient("synergy", "v100", synergyGPUs)
@@ -145,7 +181,9 @@ func TestPlacementOnNomad(t *testing.T) {
 		t.Fatalf("node offers %d MHz and %d MB, want %d cores of %d MHz and %d GB", capCPU, capMem, synergyCores, mhz, synergyMemGB)
 	}
 
-	round1, round2 := tuneGrants(t, map[string]string{"alex": "alexnet", "gnmt": "gnmt"}, map[string]string{"res18": "res18"})
+	rounds := tuneGrants(t, map[string]string{"alex": "alexnet", "gnmt": "gnmt"}, map[string]string{"res18": "res18"},
+		map[string]string{"late": "gnmt"})
+	round1, round2, round3 := rounds[0], rounds[1], rounds[2]
 	propC, propM := float64(synergyCores)/synergyGPUs, float64(synergyMemGB)/synergyGPUs
 	// The scenario's premises, from the embedded profiles.
 	if a, g := round1["alex"], round1["gnmt"]; a.Cores != 12 || a.MemGB != 125 || g.Cores != 1 || g.MemGB != 20 {
@@ -153,6 +191,9 @@ func TestPlacementOnNomad(t *testing.T) {
 	}
 	if a := round2["alex"]; a.Cores != propC || a.MemGB != propM || round2["gnmt"] != round1["gnmt"] {
 		t.Fatalf("TUNE after res18: %+v; the test expects alex shrunk to proportional, gnmt kept", round2)
+	}
+	if l := round3["late"]; l.Cores != 1 || l.MemGB != 20 {
+		t.Fatalf("TUNE for a late gnmt: %+v; the test expects its best case, 1 core and 20 GB", l)
 	}
 	want := func(g placement.Grant) (int64, int64) {
 		return int64(math.Round(g.Cores * float64(mhz))), int64(g.MemGB * 1024)
@@ -229,16 +270,47 @@ func TestPlacementOnNomad(t *testing.T) {
 		}
 	}
 
+	// Work Rondo does not schedule (no rondo meta, in the GPU pool) takes
+	// all but 500 MHz of what the grants leave on the node: a late gnmt's
+	// grant (1 core, which the stage, counting the node's capacity only,
+	// sees free) does not fit Nomad's accounting; it is shrunk to the
+	// 500 MHz free instead of leaving an evaluation blocked.
+	used, _ := nodeUsage(t, c, node.ID)
+	webCPU := capCPU - used - 500
+	s.submitSpec("web", fmt.Sprintf(webJobHCL, webCPU))
+	s.waitFor(30*time.Second, "the web job running", func() (bool, error) {
+		l := liveAllocs(c, "web")
+		return len(l) == 1 && l[0].ClientStatus == "running", nil
+	})
+	s.submitSpec("late", s.profiledJobHCL("late", "gnmt"))
+	_, lateMem := want(round3["late"])
+	s.waitFor(30*time.Second, "the late gnmt running on the 500 MHz free", func() (bool, error) {
+		_, ok := runningWith(c, "late", 500, lateMem)
+		return ok, nil
+	})
+	if job, _, err := c.Jobs().Info("late", nil); err != nil {
+		t.Fatal(err)
+	} else if tr := job.TaskGroups[0].Tasks[0]; tr.Env[rnomad.EnvCores] != strconv.FormatFloat(500/float64(mhz), 'f', -1, 64) ||
+		job.Meta[rnomad.MetaCores] != "1" {
+		t.Errorf("late: env %v, meta %v; want its shrunk share in the env and the grant, 1 core, recorded", tr.Env, job.Meta)
+	}
+	if !strings.Contains(ag.logs(), "shrunk to fit: job=late") {
+		t.Errorf("no warning about late's shrunk grant:\n%s", tail(ag.logs(), 3000))
+	}
+	if used, _ := nodeUsage(t, c, node.ID); used != capCPU {
+		t.Errorf("the node's allocations hold %d MHz, want all %d", used, capCPU)
+	}
+
 	// A few more rounds: nothing else restarts.
 	time.Sleep(9 * time.Second)
 	logs := ag.logs()
 	if n := strings.Count(logs, "retune: job=alex"); n != 1 {
 		t.Errorf("alex retuned %d times, want 1", n)
 	}
-	if strings.Contains(logs, "retune: job=gnmt") || strings.Contains(logs, "retune: job=res18") {
-		t.Errorf("gnmt or res18 retuned:\n%s", tail(logs, 3000))
+	if strings.Count(logs, "retune: job=") != 1 {
+		t.Errorf("a job other than alex retuned:\n%s", tail(logs, 3000))
 	}
-	for id, n := range map[string]int{"alex": 2, "gnmt": 1, "res18": 1} {
+	for id, n := range map[string]int{"alex": 2, "gnmt": 1, "res18": 1, "late": 1} {
 		all, _, err := c.Jobs().Allocations(id, true, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +322,7 @@ func TestPlacementOnNomad(t *testing.T) {
 	if l := liveAllocs(c, "gnmt"); len(l) != 1 || l[0].ID != allocOf["gnmt"] {
 		t.Errorf("gnmt's allocation changed")
 	}
-	checkNodeAccounting(t, c, node.ID, capCPU, capMem, "alex", "gnmt", "res18")
+	checkNodeAccounting(t, c, node.ID, capCPU, capMem, "alex", "gnmt", "res18", "late", "web")
 	metrics := s.get(ag, "/metrics")
 	for _, w := range []string{`rondo_decisions{kind="retune"} 1`, "rondo_preemptions 1"} {
 		if !strings.Contains(metrics, w) {
@@ -260,7 +332,7 @@ func TestPlacementOnNomad(t *testing.T) {
 	ag.stop()
 	var lines []string
 	for _, l := range strings.Split(logs, "\n") {
-		if strings.Contains(l, "admit: job=") || strings.Contains(l, "retune: job=") || strings.Contains(l, "placement") {
+		if strings.Contains(l, "admit: job=") || strings.Contains(l, "retune: job=") || strings.Contains(l, "placement:") {
 			lines = append(lines, l)
 		}
 	}
@@ -274,20 +346,7 @@ func TestPlacementOnNomad(t *testing.T) {
 // pool they were submitted to has GPUs).
 func checkNodeAccounting(t *testing.T, c *api.Client, node string, capCPU, capMem int64, jobs ...string) {
 	t.Helper()
-	allocs, _, err := c.Nodes().Allocations(node, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cpu, mem int64
-	for _, al := range allocs {
-		if al.ClientTerminalStatus() || al.AllocatedResources == nil {
-			continue
-		}
-		for _, tr := range al.AllocatedResources.Tasks {
-			cpu += tr.Cpu.CpuShares
-			mem += tr.Memory.MemoryMB
-		}
-	}
+	cpu, mem := nodeUsage(t, c, node)
 	if cpu > capCPU || mem > capMem {
 		t.Errorf("the node's allocations hold %d MHz and %d MB, it offers %d and %d", cpu, mem, capCPU, capMem)
 	}
