@@ -210,7 +210,7 @@ func (u usage) times(n int) usage {
 
 func (u usage) plus(o usage) usage { return usage{u.cpu + o.cpu, u.mem + o.mem, u.cores + o.cores} }
 
-// fits: u within free (cores only when asked for).
+// within: u fits in free (cores only when u reserves some).
 func (u usage) within(free usage) bool {
 	return u.cpu <= free.cpu && u.mem <= free.mem && (u.cores == 0 || u.cores <= free.cores)
 }
