@@ -187,12 +187,12 @@ func TestJobPolicy(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(FormatDiagnostics(diags))
 	}
-	want := JobPolicy{VC: "research", User: "alice", Class: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", SLO: 12 * time.Hour}
+	want := JobPolicy{VC: "research", User: "alice", Class: Opportunistic, Weight: 2, Steps: 200000, Model: "resnet50", Profile: "res50", SLO: 12 * time.Hour}
 	if p != want {
 		t.Fatalf("policy = %+v, want %+v", p, want)
 	}
 	m := p.ToMeta()
-	if m[MetaSLO] != "12h0m0s" || m[MetaSteps] != "200000" || m[MetaPriority] != "opportunistic" {
+	if m[MetaSLO] != "12h0m0s" || m[MetaSteps] != "200000" || m[MetaPriority] != "opportunistic" || m[MetaProfile] != "res50" {
 		t.Errorf("meta = %v", m)
 	}
 	back, err := PolicyFromMeta(m)

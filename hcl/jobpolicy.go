@@ -36,7 +36,11 @@ type JobPolicy struct {
 	Weight float64
 	Steps  int64
 	Model  string
-	SLO    time.Duration // 0: none
+	// Profile names the job's CPU and memory sensitivity profile (a
+	// Synergy model such as "alexnet", or a key such as "res18_2"): the
+	// placement stage reads it ("": insensitive).
+	Profile string
+	SLO     time.Duration // 0: none
 	// Elastic range in workers (group instances, each with the group's
 	// GPU count); both 0: not elastic.
 	ElasticMin, ElasticMax int
@@ -55,6 +59,8 @@ const (
 	MetaSteps    = "rondo.steps"
 	MetaModel    = "rondo.model"
 	MetaSLO      = "rondo.slo"
+	// MetaProfile names the CPU and memory sensitivity profile.
+	MetaProfile = "rondo.profile"
 	// MetaElastic is "min:max" workers, e.g. "1:4".
 	MetaElastic = "rondo.elastic"
 )
@@ -96,7 +102,7 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	p := JobPolicy{Class: Guaranteed, Weight: 1}
 	content, diags := body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "vc", Required: true}, {Name: "user"}, {Name: "entity"}, {Name: "priority"}, {Name: "weight"},
-		{Name: "steps"}, {Name: "model"}, {Name: "slo"}},
+		{Name: "steps"}, {Name: "model"}, {Name: "profile"}, {Name: "slo"}},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "elastic"}}})
 	str := func(name string, dst *string) *hcl.Attribute {
 		a, ok := content.Attributes[name]
@@ -111,6 +117,7 @@ func DecodeJobPolicy(body hcl.Body) (JobPolicy, hcl.Diagnostics) {
 	str("vc", &p.VC)
 	str("user", &p.User)
 	str("model", &p.Model)
+	str("profile", &p.Profile)
 	n := len(diags)
 	if a := str("entity", &p.Entity); a != nil && !diags[n:].HasErrors() {
 		if err := CheckEntityName(p.Entity); err != nil {
@@ -239,6 +246,9 @@ func (p JobPolicy) ToMeta() map[string]string {
 	if p.Model != "" {
 		m[MetaModel] = p.Model
 	}
+	if p.Profile != "" {
+		m[MetaProfile] = p.Profile
+	}
 	if p.SLO != 0 {
 		m[MetaSLO] = p.SLO.String()
 	}
@@ -282,6 +292,8 @@ func PolicyFromMeta(meta map[string]string) (JobPolicy, error) {
 			p.Entity = v
 		case MetaModel:
 			p.Model = v
+		case MetaProfile:
+			p.Profile = v
 		case MetaPriority:
 			if Class(v) != Guaranteed && Class(v) != Opportunistic {
 				return p, &MetaError{k, v, `must be "guaranteed" or "opportunistic"`}

@@ -540,8 +540,8 @@ func (a *Agent) save(ctx context.Context, store Store, st *state.State) error {
 }
 
 // Event is the backend's OnEvent hook: it marks the job's intent applied and
-// counts the decision (admit, suspend, resume, migrate, preempt, and an
-// elastic job's grow or shrink).
+// counts the decision (admit, suspend, resume, migrate, preempt, retune,
+// and an elastic job's grow or shrink).
 func (a *Agent) Event(job, event string) {
 	a.smu.Lock()
 	a.markAnyNamespace(job)
@@ -551,7 +551,7 @@ func (a *Agent) Event(job, event string) {
 	a.mu.Unlock()
 	if tel != nil {
 		switch event {
-		case "admit", "suspend", "resume", "migrate", "preempt", "grow", "shrink":
+		case "admit", "suspend", "resume", "migrate", "preempt", "retune", "grow", "shrink":
 			tel.Decision(event)
 		}
 	}

@@ -114,6 +114,9 @@ type jobState struct {
 	// elastic: the job's range in GPUs (nil: fixed size); gpus is then in
 	// worker (allocation index) order, each worker StepGPUs GPUs.
 	elastic *engine.Elastic
+	// res is the placement grant its running allocations were started
+	// with (meta rondo.cores, rondo.mem_gb; resources.go), nil for none.
+	res *engine.Resources
 }
 
 // Backend implements loop.Backend on a Nomad cluster. Its bookkeeping
@@ -129,10 +132,11 @@ type Backend struct {
 	hist   History // restored history, consumed as jobs are first seen
 	jobs   map[string]*jobState
 	gpus   []engine.GPU
-	gpuTyp map[string]string // GPU id -> type
-	nodes  map[string]string // node id -> name
-	pools  map[string]string // node id -> pool (observed GPU nodes)
-	listed []engine.Node     // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
+	gpuTyp map[string]string  // GPU id -> type
+	nodes  map[string]string  // node id -> name
+	pools  map[string]string  // node id -> pool (observed GPU nodes)
+	listed []engine.Node      // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
+	caps   map[string]nodeCap // CPU and memory of the observed GPU nodes (resources.go)
 	warned map[string]bool
 	// finished: jobs whose "finished" line was logged, while Nomad lists them
 	// (their state is dropped, so without it the line repeats every round).
@@ -172,7 +176,7 @@ func New(cfg Config) (*Backend, error) {
 		cfg.Now = time.Now
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
-		gpuTyp: map[string]string{}, nodes: map[string]string{}, warned: map[string]bool{}, finished: map[string]bool{},
+		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
 		shares: map[string][]string{}, pairKeys: map[string][2]string{}}, nil
 }
 
@@ -245,6 +249,7 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.pools = map[string]string{}
 	b.gpuTyp = map[string]string{}
 	b.shares = map[string][]string{}
+	b.caps = map[string]nodeCap{}
 	b.listed = b.listed[:0]
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
@@ -258,6 +263,11 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
 		}
 		b.nodes[n.ID] = n.Name
+		if c, ok := nodeCapOf(n); ok {
+			// What the node offers tasks, for the placement stage.
+			b.caps[n.ID] = c
+			b.listed[len(b.listed)-1].Cores, b.listed[len(b.listed)-1].MemGB = c.Cores(), c.MemGB()
+		}
 		if n.NodeResources == nil {
 			continue
 		}
@@ -402,8 +412,12 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		if st.shared {
 			shared = append(shared, s.ID)
 		} else if len(st.gpus) > 0 {
-			snap.Running = append(snap.Running, engine.Assignment{Jobs: []string{s.ID}, Type: b.gpuTyp[st.gpus[0]],
-				GPUs: st.gpus, Servers: st.servers, Action: engine.Keep})
+			a := engine.Assignment{Jobs: []string{s.ID}, Type: b.gpuTyp[st.gpus[0]],
+				GPUs: st.gpus, Servers: st.servers, Action: engine.Keep}
+			if st.res != nil {
+				a.Resources = []engine.Resources{*st.res}
+			}
+			snap.Running = append(snap.Running, a)
 		}
 	}
 	for id := range b.jobs {
@@ -591,6 +605,10 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		st.allocs = append(st.allocs, h.id)
 	}
 	st.inPool, st.live = inPool, liveN
+	st.res = nil
+	if el == nil && len(gpus) > 0 {
+		st.res = grantOf(job)
+	}
 	st.tput = map[string]float64{}
 	for t := range types {
 		st.tput[t] = b.throughput(pol.Model, sf, t)
@@ -656,7 +674,7 @@ func (st *jobState) engineJob(id string) engine.Job {
 	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
 		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
-		Started: st.admitted}
+		Started: st.admitted, Profile: st.policy.Profile}
 	if st.policy.Class == hcl.Opportunistic {
 		j.Class = engine.Opportunistic
 	}

@@ -167,9 +167,10 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 // planned against never reached Nomad, so it is rolled back (nothing to
 // undo: the job stays as it is and the next round decides afresh). A job
 // whose index moved was written: a start counts as applied only if the job
-// now carries exactly the intended GPU pin, a suspension if its group is at
-// 0; anything in between (a migration that stopped the job but did not
-// re-register it) is left to the next round, which sees the job suspended.
+// now carries exactly the intended GPU pin with a count above 0, a
+// suspension if its group is at 0; anything in between (a migration or a
+// retune that stopped the job but did not re-register it) is left to the
+// next round, which sees the job suspended.
 // Nothing is ever re-applied here, so no job can be started twice.
 func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []string, err error) {
 	b.mu.Lock()
@@ -191,7 +192,11 @@ func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []strin
 			case "suspend", "preempt":
 				done = tg != nil && deref(tg.Count) == 0
 			default:
-				done = tg != nil && b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == sortedJoin(in.GPUs)
+				// A count above 0 too: a retune (or a migration onto the
+				// same GPUs) stops the job before re-registering it with
+				// the same pins.
+				done = tg != nil && b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == sortedJoin(in.GPUs) &&
+					deref(tg.Count) > 0
 				if pol, err := hcl.PolicyFromMeta(job.Meta); err == nil && pol.Elastic() && tg != nil {
 					// Elastic jobs carry node pins only (PinElastic).
 					done = b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == "" && deref(tg.Count) > 0

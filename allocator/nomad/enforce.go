@@ -69,14 +69,21 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	}
 	// Moving jobs stop first, all of them, before any start: a destructive
 	// update whose new GPUs are still held keeps the old allocation, so two
-	// jobs swapping GPUs would wait on each other forever.
+	// jobs swapping GPUs would wait on each other forever. A retuned job
+	// (same GPUs, other cores and memory) stops the same way: its task
+	// checkpoints, and the start below restarts it with its new resources
+	// once every retuned job's old ones are free.
 	for _, a := range p.Assignments {
 		if a.Action != engine.Start {
 			continue
 		}
 		for _, id := range a.Jobs {
 			if st := b.jobs[id]; st != nil && st.live > 0 {
-				if err := b.scaleZero(id, "rondo: vacate for migration"); err != nil {
+				why := "rondo: vacate for migration"
+				if b.eventOf(id, engine.IntentMigrate) == string(engine.IntentRetune) {
+					why = "rondo: retune (restart with other cores and memory)"
+				}
+				if err := b.scaleZero(id, why); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -140,7 +147,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			starts = append(starts, a)
 		}
 	}
-	errs = append(errs, b.startPinned(starts)...)
+	errs = append(errs, b.startPinned(starts, b.planResources(starts))...)
 	// Elastic jobs are pinned to nodes only (so that they can grow by count
 	// without a restart): they start, and grow, once every pinned start
 	// holds its GPUs, into what is left on their nodes.
@@ -153,9 +160,10 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	return errors.Join(errs...)
 }
 
-// startPinned registers the starts (a few at a time) and waits until each
-// runs on exactly its GPUs.
-func (b *Backend) startPinned(starts []engine.Assignment) []error {
+// startPinned registers the starts (a few at a time), each job with its
+// CPU and memory from res (planResources; none: its own), and waits until
+// each runs on exactly its GPUs.
+func (b *Backend) startPinned(starts []engine.Assignment, res map[string]*TaskResources) []error {
 	var errs []error
 	okStart := make([]bool, len(starts))
 	var emu sync.Mutex
@@ -169,7 +177,7 @@ func (b *Backend) startPinned(starts []engine.Assignment) []error {
 			defer func() { <-sem }()
 			ok := true
 			for _, id := range a.Jobs {
-				if err := b.start(id, a); err != nil {
+				if err := b.start(id, a, res[id]); err != nil {
 					emu.Lock()
 					errs = append(errs, err)
 					emu.Unlock()
@@ -358,8 +366,9 @@ func (b *Backend) nodeNames(ids []string) string {
 }
 
 // start (re-)registers the job in the GPU pool pinned to the assignment's
-// nodes and GPUs, with the job's modify index enforced.
-func (b *Backend) start(id string, a engine.Assignment) error {
+// nodes and GPUs, its GPU tasks with res (nil: their own resources), with
+// the job's modify index enforced.
+func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) error {
 	st := b.jobs[id]
 	if st == nil {
 		return fmt.Errorf("nomad: start %s: unknown job", id)
@@ -369,7 +378,31 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	if k := slices.Index(a.Jobs, id); len(a.Jobs) == 2 && k >= 0 {
+	if err := b.rewrite(job, st, a, res); err != nil {
+		return fmt.Errorf("nomad: start %s: %w", id, err)
+	}
+	_, _, err = c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: deref(job.JobModifyIndex)}, nil)
+	if err != nil {
+		return fmt.Errorf("nomad: start %s: %w", id, err)
+	}
+	event := b.eventOf(id, engine.IntentAdmit)
+	if res != nil || job.Meta[MetaOwnResources] != "" {
+		b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers),
+			"resources", res.describe())
+	} else {
+		b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
+	}
+	b.event(id, event)
+	return nil
+}
+
+// rewrite turns the job's spec into the start of assignment a: pins (Pin,
+// or PinShared with the partner's env), the task env, res as the GPU
+// tasks' resources (SetResources), the GPU pool, the class's priority, and
+// the scale factor recorded at the first start.
+func (b *Backend) rewrite(job *api.Job, st *jobState, a engine.Assignment, res *TaskResources) error {
+	var err error
+	if k := slices.Index(a.Jobs, deref(job.ID)); len(a.Jobs) == 2 && k >= 0 {
 		err = PinShared(job, st.group, a, k, b.shares)
 		partner := a.Jobs[1-k]
 		model := ""
@@ -382,9 +415,12 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 		setPartner(job, st.group, "", "")
 	}
 	if err != nil {
-		return fmt.Errorf("nomad: start %s: %w", id, err)
+		return err
 	}
 	AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+	if err := SetResources(job, st.group, res); err != nil {
+		return err
+	}
 	pool := b.poolOf(a.Servers)
 	job.NodePool = &pool
 	prio := GuaranteedPriority
@@ -399,13 +435,6 @@ func (b *Backend) start(id string, a engine.Assignment) error {
 		}
 		job.Meta[MetaGPUs] = fmt.Sprint(st.sf)
 	}
-	_, _, err = c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: deref(job.JobModifyIndex)}, nil)
-	if err != nil {
-		return fmt.Errorf("nomad: start %s: %w", id, err)
-	}
-	event := b.eventOf(id, engine.IntentAdmit)
-	b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers))
-	b.event(id, event)
 	return nil
 }
 
@@ -431,16 +460,8 @@ func Pin(job *api.Job, group string, a engine.Assignment, serverOf func(string) 
 	if len(a.GPUs) == 0 || len(a.Servers) == 0 {
 		return errors.New("assignment without GPUs")
 	}
-	per := map[string]int{}
-	for _, g := range a.GPUs {
-		per[serverOf(g)]++
-	}
-	count, devices := len(a.Servers), len(a.GPUs)/len(a.Servers)
-	for _, n := range per {
-		if n != devices {
-			count, devices = len(a.GPUs), 1
-		}
-	}
+	count, _ := layout(a, false, serverOf)
+	devices := len(a.GPUs) / count
 	tg.Count = &count
 	pinNodes(tg, a.Servers)
 	pinDevices(tg, "", devices, a.GPUs)

@@ -187,7 +187,12 @@ func (b *Backend) runningPairs(order []string) []engine.Assignment {
 		key := engine.UnitKey(ids)
 		b.led.CreditPair(key, typ, max(a.sinceS, c.sinceS))
 		b.pairKeys[key] = [2]string{ids[0], ids[1]}
-		out = append(out, engine.Assignment{Jobs: ids, Type: typ, GPUs: a.gpus, Servers: a.servers, Action: engine.Keep})
+		as := engine.Assignment{Jobs: ids, Type: typ, GPUs: a.gpus, Servers: a.servers, Action: engine.Keep}
+		if a.res != nil && c.res != nil {
+			// Both members' grants, or none: a zero grant would read as a change.
+			as.Resources = []engine.Resources{*a.res, *c.res}
+		}
+		out = append(out, as)
 	}
 	return out
 }

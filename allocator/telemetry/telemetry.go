@@ -64,10 +64,12 @@ func (t *Telemetry) Round(d time.Duration, s *engine.Snapshot, p *engine.Plan) {
 }
 
 // Decision counts one enforcement decision of the given kind (admit,
-// suspend, resume, migrate, preempt).
+// suspend, resume, migrate, preempt, retune). A preemption and a retune (a
+// restart with other cores and memory, allocator/placement) count as
+// preemptions.
 func (t *Telemetry) Decision(kind string) {
 	t.m.IncrCounterWithLabels([]string{"decisions"}, 1, []metrics.Label{{Name: "kind", Value: kind}})
-	if kind == "preempt" {
+	if kind == "preempt" || kind == "retune" {
 		t.m.IncrCounter([]string{"preemptions"}, 1)
 	}
 }

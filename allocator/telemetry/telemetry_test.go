@@ -43,6 +43,7 @@ func TestPrometheusEndpoint(t *testing.T) {
 	tel.Round(120*time.Millisecond, s, p)
 	tel.Decision("admit")
 	tel.Decision("preempt")
+	tel.Decision("retune")
 	rec := httptest.NewRecorder()
 	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -52,7 +53,8 @@ func TestPrometheusEndpoint(t *testing.T) {
 		`rondo_jobs{state="running"} 2`,
 		`rondo_gpu_utilization{type="v100"} 0.5`,
 		`rondo_decisions{kind="admit"} 1`,
-		`rondo_preemptions 1`,
+		`rondo_decisions{kind="retune"} 1`,
+		`rondo_preemptions 2`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)

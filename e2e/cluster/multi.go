@@ -43,6 +43,11 @@ type ClientSpec struct {
 	// MPSShares, when > 1, advertises every GPU also as that many MPS
 	// shares (profile "mps-<100/n>", space sharing).
 	MPSShares int
+	// CPUMHz and MemoryMB, when > 0, are this client's cpu_total_compute
+	// and memory_total_mb (else Options' or the default share); ClientHCL
+	// goes inside its client { } block (e.g. a reserved { } block).
+	CPUMHz, MemoryMB int
+	ClientHCL        string
 }
 
 func (cs ClientSpec) pool() string {
@@ -207,6 +212,13 @@ func Start(o Options) (_ *Cluster, err error) {
 		mem = o.ClientMemoryMB
 	}
 	for i, cs := range o.Clients {
+		cpu, mem := cpu, mem
+		if cs.CPUMHz > 0 {
+			cpu = cs.CPUMHz
+		}
+		if cs.MemoryMB > 0 {
+			mem = cs.MemoryMB
+		}
 		p := ports[3*(i+1):]
 		fault := c.FaultDir(cs.Name)
 		if err := os.MkdirAll(fault, 0o755); err != nil {
@@ -220,6 +232,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		if cs.NodeClass != "" {
 			cfg.ClientHCL = "  node_class = " + quote(cs.NodeClass) + "\n"
 		}
+		cfg.ClientHCL += cs.ClientHCL
 		pr, err := StartProcess(o.Nomad, filepath.Join(o.Dir, cs.Name), cfg)
 		if err != nil {
 			return nil, err

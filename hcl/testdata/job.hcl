@@ -7,6 +7,7 @@ job "resnet" {
     weight   = 2
     steps    = 200000
     model    = "resnet50"
+    profile  = "res50"
     slo      = "12h"
   }
   group "train" {}
