@@ -2,6 +2,7 @@ package placement
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -18,7 +19,23 @@ import (
 // placed on one server (the one with the fewest free GPUs) back to the
 // share, most cores per GPU first, and tries again. Jobs keep no GPUs: the
 // plan's assignments get the GPUs chosen here and intents are re-derived.
-func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, prof func(*engine.Job, int) *synergy.Profile) (map[string]Grant, map[string]bool) {
+//
+// order, when set, is the reference's queue: the plan's jobs are placed in
+// that order, and with backfill under GREEDY, as the reference walks its
+// whole queue, a job after those the plan holds runs where its best case
+// fits on GPUs left free.
+func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, prof func(*engine.Job, int) *synergy.Profile, order []string, backfill bool) (map[string]Grant, map[string]bool) {
+	if order != nil {
+		rank := make(map[string]int, len(order))
+		for i, id := range order {
+			rank[id] = i
+		}
+		sort.SliceStable(p.Assignments, func(a, b int) bool {
+			ra, oka := rank[p.Assignments[a].Jobs[0]]
+			rb, okb := rank[p.Assignments[b].Jobs[0]]
+			return oka && (!okb || ra < rb)
+		})
+	}
 	type ffJob struct {
 		id     string
 		gpus   []string
@@ -173,6 +190,50 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 		}
 		a.Action = engine.Start
 	}
+	if mode == Greedy && backfill {
+		inPlan := map[string]bool{}
+		for _, a := range p.Assignments {
+			for _, id := range a.Jobs {
+				inPlan[id] = true
+			}
+		}
+		for _, id := range order {
+			ej := jobs[id]
+			if ej == nil || inPlan[id] {
+				continue
+			}
+			typ := ""
+			for _, t := range sortedTypes(byType) {
+				if ej.Throughput[t] > 0 {
+					typ = t
+					break
+				}
+			}
+			if typ == "" {
+				continue
+			}
+			n := max(ej.ScaleFactor, 1)
+			c, m := synergy.Flat().CoresPerGPUBest, synergy.Flat().MemGBPerGPUBest
+			if pr := prof(ej, n); pr != nil {
+				c, m = pr.CoresPerGPUBest, pr.MemGBPerGPUBest
+			}
+			gpus := try(typ, n, c, m)
+			if gpus == nil {
+				continue
+			}
+			j := &ffJob{id: id, c: c, m: m}
+			take(j, gpus)
+			placed = append(placed, j)
+			a := engine.Assignment{Jobs: []string{id}, Type: typ, GPUs: gpus, Action: engine.Start}
+			for _, g := range gpus {
+				if sid := gpuSrv[g].ID; len(a.Servers) == 0 || a.Servers[len(a.Servers)-1] != sid {
+					a.Servers = append(a.Servers, sid)
+				}
+			}
+			p.Assignments = append(p.Assignments, a)
+			p.Suspend = slices.DeleteFunc(p.Suspend, func(x string) bool { return x == id })
+		}
+	}
 	for _, j := range placed {
 		n := float64(len(j.gpus))
 		grants[j.id] = Grant{Cores: j.c * n, MemGB: j.m * n}
@@ -195,5 +256,14 @@ func sortedFF[T any](m map[string]T, key func(T) string) []T {
 		out = append(out, v)
 	}
 	sort.Slice(out, func(a, b int) bool { return key(out[a]) < key(out[b]) })
+	return out
+}
+
+func sortedTypes(m map[string][]engine.GPU) []string {
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	sort.Strings(out)
 	return out
 }

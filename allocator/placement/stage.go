@@ -35,6 +35,11 @@ type Stage struct {
 	// Warn, when set, is told once per job of a profile it cannot resolve
 	// (the job is then insensitive).
 	Warn func(job, msg string)
+	// Order, when set, is the snapshot's jobs in the queue order of
+	// Synergy's reference (Options.FirstFit): the plan's jobs are placed in
+	// it, and with Backfill GREEDY goes on down it past the plan's jobs.
+	Order    func(s *engine.Snapshot) []string
+	Backfill bool
 
 	warned map[string]bool
 }
@@ -118,7 +123,7 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 				return nil
 			}
 			return st.profile(j, gpus, &servers[0])
-		})
+		}, st.order(s), st.Backfill)
 		engine.Annotate(s, p, nil)
 		st.amend(s, p, grants, held, skipped, intentsOf(p))
 		return nil
@@ -315,4 +320,11 @@ func intentsOf(p *engine.Plan) map[string]*engine.JobIntent {
 		out[p.Intents[i].Job] = &p.Intents[i]
 	}
 	return out
+}
+
+func (st *Stage) order(s *engine.Snapshot) []string {
+	if st.Order == nil {
+		return nil
+	}
+	return st.Order(s)
 }

@@ -3,11 +3,14 @@ package sim
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/synergy"
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // Placement runs the CPU and memory placement stage (allocator/placement)
@@ -64,6 +67,12 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 	}
 	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.profiles,
 		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil}}
+	if p.Compat {
+		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy)
+		if c, err := names.Canonical(s.o.Engine.Policy); err == nil {
+			s.compatResets = strings.HasPrefix(c, "shortest_job_first") || strings.HasPrefix(c, "finish_time_fairness")
+		}
+	}
 	return st, nil
 }
 
@@ -115,4 +124,89 @@ func (s *simulator) serverOf(gpu string) string {
 		}
 	}
 	return s.gpuServer[gpu]
+}
+
+// compatOrderSpeed is the speed a --synergy-compat TUNE or GREEDY run shows
+// the policy for a job, as the reference orders SRTF and FTF by remaining
+// time divided by the job's speedup: the speed it ran at in the last round
+// (1 at the proportional share), else its profile's speedup. 1 otherwise
+// (Rondo's own model admits by GPUs alone).
+func (s *simulator) compatOrderSpeed(js *jobState) float64 {
+	p := s.o.Placement
+	if !s.compatOrderSpeeds() || js.tj.Profile == "" {
+		return 1
+	}
+	if js.compatSpeed > 0 {
+		return js.compatSpeed
+	}
+	if js.prof == nil {
+		pr, err := s.profiles.Lookup(js.tj.Profile, max(js.tj.ScaleFactor, 1), p.CoresPerServer/float64(max(s.o.Cluster.GPUsPerServer, 1)))
+		if err != nil {
+			return 1
+		}
+		js.prof = pr
+	}
+	return js.prof.Speedup
+}
+
+// compatOrderSpeeds: a --synergy-compat TUNE or GREEDY run, where the
+// policy sees speeds (compatOrderSpeed).
+func (s *simulator) compatOrderSpeeds() bool {
+	p := s.o.Placement
+	if p == nil || !p.Compat || p.Mode == nil {
+		return false
+	}
+	m := p.Mode("")
+	return m == placement.Tune || m == placement.Greedy
+}
+
+// compatOrder is the reference's queue order under --synergy-compat, in
+// which the stage places the plan's jobs, and whether GREEDY backfills down
+// it: FIFO by arrival, SRTF by remaining time (at the speed the policy
+// sees), both backfilling; LAS by attained service (time run × GPUs), then
+// arrival, without backfill, as the reference. Its FTF order (ρ ascending)
+// is not a Rondo policy's: nil.
+func compatOrder(policy string) (func(*engine.Snapshot) []string, bool) {
+	c, err := names.Canonical(policy)
+	if err != nil {
+		return nil, false
+	}
+	sorted := func(s *engine.Snapshot, key func(j *engine.Job) float64) []string {
+		k := make(map[string]float64, len(s.Jobs))
+		out := make([]string, len(s.Jobs))
+		for i := range s.Jobs {
+			k[s.Jobs[i].ID] = key(&s.Jobs[i])
+			out[i] = s.Jobs[i].ID // arrival order breaks ties
+		}
+		sort.SliceStable(out, func(a, b int) bool { return k[out[a]] < k[out[b]] })
+		return out
+	}
+	switch {
+	case strings.HasPrefix(c, "fifo"):
+		return func(s *engine.Snapshot) []string { return sorted(s, func(*engine.Job) float64 { return 0 }) }, true
+	case strings.HasPrefix(c, "shortest_job_first"):
+		return func(s *engine.Snapshot) []string {
+			return sorted(s, func(j *engine.Job) float64 {
+				best := 0.0
+				for _, v := range j.Throughput {
+					best = math.Max(best, v)
+				}
+				if best <= 0 {
+					return math.Inf(1)
+				}
+				return j.RemainingSteps / best
+			})
+		}, true
+	case strings.HasPrefix(c, "max_min_fairness"):
+		return func(s *engine.Snapshot) []string {
+			return sorted(s, func(j *engine.Job) float64 {
+				t := 0.0
+				for _, v := range j.ReceivedS {
+					t += v
+				}
+				return t * float64(max(j.ScaleFactor, 1))
+			})
+		}, false
+	}
+	return nil, false
 }

@@ -75,9 +75,12 @@ type simulator struct {
 	oppEvict int       // opportunistic jobs stopped for guaranteed work
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
-	srvGPUs   map[string]int
-	profiles  *synergy.Table
-	gpuServer map[string]string
+	srvGPUs map[string]int
+	// compatResets: the policy orders by speed (SRTF, FTF), re-ordered
+	// every round in --synergy-compat TUNE/GREEDY runs.
+	compatResets bool
+	profiles     *synergy.Table
+	gpuServer    map[string]string
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -464,6 +467,12 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
 			Started: js.ran, Measured: js.measured, Model: js.tj.Model, Profile: js.tj.Profile}
 		js.measured = nil // reported once
+		if v := s.compatOrderSpeed(js); v != 1 {
+			j.Throughput = make(map[string]float64, len(js.tput))
+			for t, x := range js.tput {
+				j.Throughput[t] = x * v
+			}
+		}
 		if vc {
 			j.VC = js.tj.VC
 			if js.tj.Opportunistic {
@@ -523,6 +532,9 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 	}
 	n := len(s.active)
 	round := s.roundS()
+	for _, js := range s.active {
+		js.compatSpeed = 0 // not placed this round: its profile's speedup
+	}
 	// The plan's intents follow its assignments job by job: whether a job
 	// keeps its GPUs is the round's decision, not re-derived here.
 	intents := plan.Intents
@@ -534,7 +546,9 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			m.pairKey = engine.UnitKey(a.Jobs)
 			tput = s.pairKeys(jobs[0], jobs[1])[a.Type]
 		} else {
-			tput[0] = s.resizedTput(jobs[0], a) * s.cpuFactor(jobs[0], a, 0)
+			f := s.cpuFactor(jobs[0], a, 0)
+			tput[0] = s.resizedTput(jobs[0], a) * f
+			jobs[0].compatSpeed = f
 		}
 		cost := 0.0
 		for k, js := range jobs {
@@ -579,6 +593,11 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 	}
 	s.preemptions += len(plan.Suspend)
 	s.prev = plan.Assignments
+	if s.compatOrderSpeeds() && s.eng != nil && s.compatResets {
+		// The reference re-orders every round by speeds that change
+		// every round: recompute the allocation each round.
+		s.eng.RequestReset()
+	}
 	return nil
 }
 

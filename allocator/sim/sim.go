@@ -175,20 +175,23 @@ type Options struct {
 }
 
 type jobState struct {
-	tj        trace.Job
-	prof      *synergy.Profile // resolved on its first run with placement
-	id        string
-	tput      map[string]float64
-	remaining float64
-	received  ledger.Account // the ledger's account of the job
-	started   float64
-	ran       bool
-	finish    float64
-	done      bool
-	isoTime   float64
-	lastGPUs  string
-	cost      float64
-	partners  []*pairState // pairs with later active jobs, in arrival order
+	tj   trace.Job
+	prof *synergy.Profile // resolved on its first run with placement
+	// compatSpeed is the speed the policy orders the job by in
+	// --synergy-compat TUNE/GREEDY runs (placement.go); 0: its profile's.
+	compatSpeed float64
+	id          string
+	tput        map[string]float64
+	remaining   float64
+	received    ledger.Account // the ledger's account of the job
+	started     float64
+	ran         bool
+	finish      float64
+	done        bool
+	isoTime     float64
+	lastGPUs    string
+	cost        float64
+	partners    []*pairState // pairs with later active jobs, in arrival order
 	// measured is what the job reported in the last round (MeasureNoise),
 	// for the next snapshot.
 	measured map[string]float64
