@@ -73,6 +73,10 @@ type Config struct {
 	// size, pinned by GPU id like any other job: the agent sets it when
 	// cells decide (the cell layer does not resize jobs yet).
 	NoElastic bool
+	// CheckProfile, when set, vets a job's rondo.profile (the placement
+	// stage's profiles): a job naming an unknown one is ignored with a
+	// warning, as for any bad rondo meta.
+	CheckProfile func(name string) error
 	// CheckpointRoot and LeaseAddr are added to the GPU tasks of every job
 	// Rondo starts, where the task does not set them (AddTaskEnv): the
 	// config's tasks block.
@@ -477,6 +481,15 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 			b.log.Warn("job ignored: bad rondo meta", "job", id, "error", err)
 		}
 		return nil, false
+	}
+	if pol.Profile != "" && b.cfg.CheckProfile != nil {
+		if err := b.cfg.CheckProfile(pol.Profile); err != nil {
+			if !b.warned[id] {
+				b.warned[id] = true
+				b.log.Warn("job ignored: bad rondo meta", "job", id, "error", hcl.MetaProfile+": "+err.Error())
+			}
+			return nil, false
+		}
 	}
 	tg, dev := gpuGroup(job)
 	sf := scaleFactor(job)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/hcl"
 )
 
@@ -392,3 +393,24 @@ func TestObserveResources(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// A job naming an unknown rondo.profile is ignored (bad meta), named in
+// one warning; the others run.
+func TestUnknownProfileIgnored(t *testing.T) {
+	bad, gnmt := resJob("bad"), resJob("gnmt")
+	bad.Meta[hcl.MetaProfile] = "alexnett"
+	gnmt.Meta[hcl.MetaProfile] = "gnmt"
+	f := &fakeNomad{nodes: []*api.Node{modelledNode("n1")}, jobs: []*api.Job{bad, gnmt}}
+	b := testBackend(t, f)
+	b.cfg.CheckProfile = synergy.Default().Known
+	snap, err := b.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Jobs) != 1 || snap.Jobs[0].ID != "gnmt" {
+		t.Errorf("jobs %+v, want only gnmt", snap.Jobs)
+	}
+	if !b.warned["bad"] {
+		t.Error("no warning for the unknown profile")
+	}
+}

@@ -281,3 +281,26 @@ func (s *Set) Lookup(name string, gpus int) (*Profile, error) {
 	}
 	return nil, fmt.Errorf("set %q: profile %q: unknown model or key", s.Name, name)
 }
+
+// Known checks that name resolves in some set (a model or a "<model>_<gpus>"
+// key): a job's rondo.profile is refused with this one-line error otherwise.
+func (t *Table) Known(name string) error {
+	var models []string
+	seen := map[string]bool{}
+	for _, s := range t.sortedSets() {
+		if _, ok := s.Profiles[name]; ok {
+			return nil
+		}
+		for _, p := range s.Profiles {
+			if p.Model == name {
+				return nil
+			}
+			if !seen[p.Model] {
+				seen[p.Model] = true
+				models = append(models, p.Model)
+			}
+		}
+	}
+	sort.Strings(models)
+	return fmt.Errorf("unknown profile %q in %s (models: %s)", name, t.Source, strings.Join(models, ", "))
+}

@@ -242,3 +242,16 @@ func TestLoad(t *testing.T) {
 		t.Errorf("bad file: %v", err)
 	}
 }
+
+func TestKnown(t *testing.T) {
+	tb := Default()
+	for _, ok := range []string{"alexnet", "res18_2", "gnmt"} {
+		if err := tb.Known(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	err := tb.Known("alexnett")
+	if err == nil || !strings.Contains(err.Error(), `unknown profile "alexnett" in embedded profiles.json (models: alexnet,`) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("alexnett: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	rhcl "github.com/rondo-sched/rondo/hcl"
@@ -140,7 +143,14 @@ func deciderKey(s *agentSettings) string {
 	for i, v := range s.vcs {
 		fmt.Fprintf(&b, "vc %q %q %v %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned,
 			s.cfg.VCs[i].SpaceSharing)
-		fmt.Fprintf(&b, " %v\n", s.entities[i]) // maps print sorted
+		fmt.Fprintf(&b, " %v %q\n", s.entities[i], s.cfg.VCs[i].Placement) // maps print sorted
+	}
+	fmt.Fprintf(&b, "placement %q profiles %q", s.cfg.Placement, s.cfg.Profiles)
+	if s.cfg.Profiles != "" {
+		// The file's content: an edited file rebuilds the stage.
+		if data, err := os.ReadFile(s.cfg.Profiles); err == nil {
+			fmt.Fprintf(&b, " %x", sha256.Sum256(data))
+		}
 	}
 	return b.String()
 }
@@ -239,9 +249,33 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		return rnomad.CheckpointProgress(job)
 	}
+	// The placement stage's profiles, for vetting jobs' rondo.profile (nil:
+	// no placement set, no check); replaced on a reload.
+	var profiles atomic.Pointer[synergy.Table]
+	setProfiles := func(s *agentSettings) error {
+		if !s.cfg.Placing() {
+			profiles.Store(nil)
+			return nil
+		}
+		tb, err := profileTable(s.cfg)
+		if err != nil {
+			return err
+		}
+		profiles.Store(tb)
+		return nil
+	}
+	if err := setProfiles(s); err != nil {
+		return c.fail(err)
+	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
+		CheckProfile: func(name string) error {
+			if t := profiles.Load(); t != nil {
+				return t.Known(name)
+			}
+			return nil
+		},
 		ShareGroup: shareGroup(s.cfg, s.policy)})
 	if err != nil {
 		return c.fail(err)
@@ -356,6 +390,9 @@ func (c *agentCmd) Run(args []string) int {
 				}
 				backend.SetNoElastic(ns.cells)
 				backend.SetPools(cellPools(ns))
+				if err := setProfiles(ns); err != nil {
+					log.Error("reload: profiles", "error", err) // decide already loaded them: not reached
+				}
 			}
 			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)

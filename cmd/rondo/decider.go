@@ -151,13 +151,18 @@ func withPlacement(cfg *rhcl.Config, d agent.Decider, warn func(msg string, args
 
 // placementStage is the stage a config asks for, without its decider.
 func placementStage(cfg *rhcl.Config) (*placement.Stage, error) {
-	tb := synergy.Default()
-	if cfg.Profiles != "" {
-		var err error
-		if tb, err = synergy.Load(cfg.Profiles); err != nil {
-			return nil, err
-		}
+	tb, err := profileTable(cfg)
+	if err != nil {
+		return nil, err
 	}
 	return &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true},
 		Mode: func(vc string) placement.Mode { return placement.Mode(cfg.PlacementOf(vc)) }}, nil
+}
+
+// profileTable is the config's profile file, else the embedded profiles.
+func profileTable(cfg *rhcl.Config) (*synergy.Table, error) {
+	if cfg.Profiles == "" {
+		return synergy.Default(), nil
+	}
+	return synergy.Load(cfg.Profiles)
 }
