@@ -33,10 +33,15 @@ type Stage struct {
 	Profiles *synergy.Table
 	Options  Options
 	// Warn, when set, is told once per job of a profile it cannot resolve
-	// (the job is then insensitive).
+	// (the job is then insensitive) or learn.
 	Warn func(job, msg string)
+	// Learn, when set, learns the profiles of jobs without a named one
+	// from their throughput reports, exploring cores (learn.go). Off by
+	// default: exploring restarts jobs.
+	Learn *Learning
 
 	warned map[string]bool
+	learnt map[learnKey]*learner // Learn's state, by job and GPU type
 }
 
 // Round lets Next decide, then places cores and memory.
@@ -108,6 +113,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 	for _, g := range s.GPUs {
 		gpuServer[g.ID] = g.Server
 	}
+	if st.Learn != nil {
+		st.observe(s, gpuServer)
+	}
 	srvByID := map[string]*Server{}
 	for i := range servers {
 		srvByID[servers[i].ID] = &servers[i]
@@ -132,6 +140,7 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		gpus map[string]int // GPUs the group holds per server
 	}
 	groups := map[Mode]*groupT{}
+	learning := map[string]learnJob{} // jobs placed with what Learn knows
 	for _, a := range p.Assignments {
 		per := map[string]int{}
 		for _, g := range a.GPUs {
@@ -156,6 +165,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 			}
 			if j != nil && j.Profile != "" {
 				pj.Profile = st.profile(j, len(a.GPUs), srvByID[gpuServer[a.GPUs[0]]])
+			} else if sv := srvByID[gpuServer[a.GPUs[0]]]; j != nil && st.Learn != nil && len(per) == 1 && len(a.Jobs) == 1 && sv != nil {
+				pj.Profile = st.learned(j, a.Type, len(a.GPUs), sv)
+				learning[id] = learnJob{j: j, typ: a.Type}
 			}
 			g.jobs = append(g.jobs, pj)
 			if k := slices.Index(a.Jobs, id); k == 0 {
@@ -188,6 +200,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		if err != nil {
 			return err
 		}
+		if len(learning) > 0 && (mode == Tune || mode == Opt) {
+			st.explore(srv, g.jobs, r.Grants, learning)
+		}
 		for id, gr := range r.Grants {
 			grants[id] = gr
 		}
@@ -212,16 +227,21 @@ func (st *Stage) profile(j *engine.Job, gpus int, srv *Server) *synergy.Profile 
 	}
 	pr, err := t.Lookup(j.Profile, gpus, cpg)
 	if err != nil {
-		if st.warned == nil {
-			st.warned = map[string]bool{}
-		}
-		if !st.warned[j.ID] && st.Warn != nil {
-			st.Warn(j.ID, fmt.Sprintf("profile %q: %v; the job is treated as insensitive", j.Profile, err))
-		}
-		st.warned[j.ID] = true
+		st.warn(j.ID, fmt.Sprintf("profile %q: %v; the job is treated as insensitive", j.Profile, err))
 		return nil
 	}
 	return pr
+}
+
+// warn tells Warn msg about job, once per job.
+func (st *Stage) warn(job, msg string) {
+	if st.warned == nil {
+		st.warned = map[string]bool{}
+	}
+	if !st.warned[job] && st.Warn != nil {
+		st.Warn(job, msg)
+	}
+	st.warned[job] = true
 }
 
 // amend writes the grants into the plan: resources on assignments and
