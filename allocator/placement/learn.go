@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -17,9 +19,10 @@ import (
 //   - Samples: each round, every kept job alone on its GPUs of one server
 //     that reported (engine.Job.Measured on the type it ran on) gives one
 //     sample: its grant per GPU last round (Snapshot.Running's Resources)
-//     and the throughput. Per job and GPU type; a job's samples go when it
-//     leaves the snapshot, and all of them when the agent restarts (they
-//     are not in its history).
+//     and the throughput. Per job and GPU type, the last KeepSamples per
+//     grant; a job's samples go when it leaves the snapshot. They are in
+//     the stage's history (MarshalHistory: Next's wrapped with them), so a
+//     restarted agent carries on.
 //   - Until the samples hold MinPoints distinct core counts the job is
 //     placed at its proportional share (best case = the share, nothing
 //     below: not synergy.Flat's 1 core, nothing is known yet); then with
@@ -48,6 +51,11 @@ type Learning struct {
 	// job: none; the profile then holds from the memory measured up).
 	Cache func(j *engine.Job, gpus int) *synergy.CacheModel
 }
+
+// KeepSamples is how many samples the stage keeps per job, GPU type and
+// grant (the latest): the history stays bounded and a drifting job is
+// followed.
+const KeepSamples = 8
 
 type learnKey struct{ job, typ string }
 
@@ -101,8 +109,28 @@ func (st *Stage) observe(s *engine.Snapshot, gpuServer map[string]string) {
 			l = &learner{gpus: len(a.GPUs)}
 			st.learnt[k] = l
 		}
-		l.samples = append(l.samples, synergy.Sample{CoresPerGPU: r.Cores / g, MemGBPerGPU: r.MemGB / g, Throughput: v})
+		l.add(synergy.Sample{CoresPerGPU: r.Cores / g, MemGBPerGPU: r.MemGB / g, Throughput: v})
 	}
+}
+
+// add appends a sample, dropping the oldest at its grant beyond
+// KeepSamples.
+func (l *learner) add(x synergy.Sample) {
+	same := func(s synergy.Sample) bool {
+		return sameCores(s.CoresPerGPU, x.CoresPerGPU) && sameCores(s.MemGBPerGPU, x.MemGBPerGPU)
+	}
+	n := 0
+	for _, s := range l.samples {
+		if same(s) {
+			n++
+		}
+	}
+	if n >= KeepSamples {
+		i := slices.IndexFunc(l.samples, same)
+		l.samples = slices.Delete(l.samples, i, i+1)
+	}
+	l.samples = append(l.samples, x)
+	l.profN = -1 // learn again
 }
 
 func oneServer(gpus []string, gpuServer map[string]string) bool {
@@ -277,4 +305,72 @@ func (st *Stage) explore(servers []Server, jobs []Job, grants map[string]Grant, 
 			grants[j.ID] = gr
 		}
 	}
+}
+
+// learnHistory is the stage's history when it learned something: Next's
+// history and the samples. A history without the placement_learn key is
+// Next's as it is.
+type learnHistory struct {
+	Learn []learnRecord  `json:"placement_learn"`
+	Next  json.RawMessage `json:"next,omitempty"`
+}
+
+type learnRecord struct {
+	Job     string       `json:"job"`
+	Type    string       `json:"type"`
+	GPUs    int          `json:"gpus"`
+	Samples [][3]float64 `json:"samples"` // cores per GPU, GB per GPU, throughput
+}
+
+// wrapHistory adds the samples to Next's history next.
+func (st *Stage) wrapHistory(next []byte) ([]byte, error) {
+	h := learnHistory{Next: next}
+	for k, l := range st.learnt {
+		r := learnRecord{Job: k.job, Type: k.typ, GPUs: l.gpus}
+		for _, s := range l.samples {
+			r.Samples = append(r.Samples, [3]float64{s.CoresPerGPU, s.MemGBPerGPU, s.Throughput})
+		}
+		h.Learn = append(h.Learn, r)
+	}
+	sort.Slice(h.Learn, func(a, b int) bool {
+		if h.Learn[a].Job != h.Learn[b].Job {
+			return h.Learn[a].Job < h.Learn[b].Job
+		}
+		return h.Learn[a].Type < h.Learn[b].Type
+	})
+	return json.Marshal(h)
+}
+
+// unwrapHistory restores the samples of a history wrapHistory made and
+// returns Next's part (wrapped); any other history is Next's as it is.
+// Entries that cannot be samples (no job, type or GPUs; a value not
+// positive) are dropped; without Learn all are.
+func (st *Stage) unwrapHistory(b []byte) (next []byte, wrapped bool, err error) {
+	var keys map[string]json.RawMessage
+	if !bytes.Contains(b, []byte(`"placement_learn"`)) || json.Unmarshal(b, &keys) != nil || keys["placement_learn"] == nil {
+		return b, false, nil
+	}
+	var h learnHistory
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, true, fmt.Errorf("placement history: %w", err)
+	}
+	if st.Learn == nil {
+		return h.Next, true, nil
+	}
+	st.learnt = map[learnKey]*learner{}
+	for _, r := range h.Learn {
+		if r.Job == "" || r.Type == "" || r.GPUs < 1 {
+			continue
+		}
+		l := &learner{gpus: r.GPUs, profN: -1}
+		for _, s := range r.Samples {
+			if s[0] > 0 && s[1] > 0 && s[2] > 0 && !math.IsInf(s[0]+s[1]+s[2], 0) {
+				l.samples = append(l.samples, synergy.Sample{CoresPerGPU: s[0], MemGBPerGPU: s[1], Throughput: s[2]})
+			}
+		}
+		if len(l.samples) > 0 {
+			st.learnt[learnKey{r.Job, r.Type}] = l
+		}
+	}
+	return h.Next, true, nil
 }

@@ -1,7 +1,10 @@
 package placement
 
 import (
+	"encoding/json"
 	"math"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -155,5 +158,69 @@ func TestStageLearnOff(t *testing.T) {
 	}
 	if s, _ := st.Learned("alex", "v100"); s != nil {
 		t.Errorf("recorded %v without Learn", s)
+	}
+}
+
+// histNext is a decider keeping a history (as the engine does).
+type histNext struct {
+	fixedGPUs
+	got []byte
+}
+
+func (h *histNext) MarshalHistory() ([]byte, error) { return []byte(`{"engine":1}`), nil }
+func (h *histNext) UnmarshalHistory(b []byte) error { h.got = b; return nil }
+
+// TestStageLearnHistory: the samples travel in the stage's history,
+// wrapped around Next's, so that a restarted agent carries on; at most
+// KeepSamples per grant; a history without samples is Next's as it is.
+func TestStageLearnHistory(t *testing.T) {
+	truth := map[string]*synergy.Profile{"alex": prof(t, "alexnet_1"), "gnmt": prof(t, "gnmt_1")}
+	a := &Stage{Learn: &Learning{}}
+	learnRounds(t, a, truth, []string{"alex", "gnmt"}, 30)
+	sa, pa := a.Learned("alex", "v100")
+	at9 := 0
+	for _, s := range sa {
+		if s.CoresPerGPU == 9 {
+			at9++
+		}
+	}
+	if at9 != KeepSamples {
+		t.Errorf("%d samples at 9 cores after 30 rounds, want %d", at9, KeepSamples)
+	}
+	a.Next = &histNext{}
+	h, err := a.MarshalHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(h), `"next":{"engine":1}`) || !json.Valid(h) {
+		t.Fatalf("history %s", h)
+	}
+	next := &histNext{}
+	b := &Stage{Learn: &Learning{}, Next: next}
+	if err := b.UnmarshalHistory(h); err != nil {
+		t.Fatal(err)
+	}
+	if string(next.got) != `{"engine":1}` {
+		t.Errorf("Next restored %s", next.got)
+	}
+	sb, _ := b.Learned("alex", "v100")
+	if !reflect.DeepEqual(sa, sb) {
+		t.Errorf("restored %v, want %v", sb, sa)
+	}
+	if pb := b.learned(&engine.Job{ID: "alex"}, "v100", 1, &Server{GPUs: 8, Cores: 24, MemGB: 500}); !reflect.DeepEqual(pa, pb) {
+		t.Errorf("learned again %+v, want %+v", pb, pa)
+	}
+	// Without Learn the samples are dropped, Next's part still restored.
+	next = &histNext{}
+	if err := (&Stage{Next: next}).UnmarshalHistory(h); err != nil || string(next.got) != `{"engine":1}` {
+		t.Errorf("without Learn: %v, Next got %s", err, next.got)
+	}
+	// Nothing learned: Next's history as it is, both ways.
+	c := &Stage{Learn: &Learning{}, Next: &histNext{}}
+	if h, _ := c.MarshalHistory(); string(h) != `{"engine":1}` {
+		t.Errorf("nothing learned: %s", h)
+	}
+	if err := c.UnmarshalHistory([]byte(`{"x":2}`)); err != nil || string(c.Next.(*histNext).got) != `{"x":2}` {
+		t.Errorf("plain history: %v, Next got %s", err, c.Next.(*histNext).got)
 	}
 }

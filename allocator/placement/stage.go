@@ -54,16 +54,28 @@ func (st *Stage) Round(s *engine.Snapshot) (*engine.Plan, error) {
 }
 
 // MarshalHistory, UnmarshalHistory and RequestReset pass through to Next
-// (agent.HistoryKeeper, agent.Resetter).
+// (agent.HistoryKeeper, agent.Resetter); once the stage learned samples
+// (Learn), the history is Next's wrapped with them (learn.go).
 func (st *Stage) MarshalHistory() ([]byte, error) {
+	var h []byte
 	if hk, ok := st.Next.(interface{ MarshalHistory() ([]byte, error) }); ok {
-		return hk.MarshalHistory()
+		var err error
+		if h, err = hk.MarshalHistory(); err != nil {
+			return nil, err
+		}
 	}
-	return nil, nil
+	if len(st.learnt) == 0 {
+		return h, nil
+	}
+	return st.wrapHistory(h)
 }
 
 func (st *Stage) UnmarshalHistory(h []byte) error {
-	if hk, ok := st.Next.(interface{ UnmarshalHistory([]byte) error }); ok {
+	h, wrapped, err := st.unwrapHistory(h)
+	if err != nil {
+		return err
+	}
+	if hk, ok := st.Next.(interface{ UnmarshalHistory([]byte) error }); ok && !(wrapped && len(h) == 0) {
 		return hk.UnmarshalHistory(h)
 	}
 	return nil
