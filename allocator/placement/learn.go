@@ -311,7 +311,7 @@ func (st *Stage) explore(servers []Server, jobs []Job, grants map[string]Grant, 
 // history and the samples. A history without the placement_learn key is
 // Next's as it is.
 type learnHistory struct {
-	Learn []learnRecord  `json:"placement_learn"`
+	Learn []learnRecord   `json:"placement_learn"`
 	Next  json.RawMessage `json:"next,omitempty"`
 }
 
