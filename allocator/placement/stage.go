@@ -33,15 +33,20 @@ type Stage struct {
 	Profiles *synergy.Table
 	Options  Options
 	// Warn, when set, is told once per job of a profile it cannot resolve
-	// (the job is then insensitive).
+	// (the job is then insensitive) or learn.
 	Warn func(job, msg string)
 	// Order, when set, is the snapshot's jobs in the queue order of
 	// Synergy's reference (Options.FirstFit): the plan's jobs are placed in
 	// it, and with Backfill GREEDY goes on down it past the plan's jobs.
 	Order    func(s *engine.Snapshot) []string
 	Backfill bool
+	// Learn, when set, learns the profiles of jobs without a named one
+	// from their throughput reports, exploring cores (learn.go). Off by
+	// default: exploring restarts jobs.
+	Learn *Learning
 
 	warned map[string]bool
+	learnt map[learnKey]*learner // Learn's state, by job and GPU type
 }
 
 // Round lets Next decide, then places cores and memory.
@@ -54,16 +59,28 @@ func (st *Stage) Round(s *engine.Snapshot) (*engine.Plan, error) {
 }
 
 // MarshalHistory, UnmarshalHistory and RequestReset pass through to Next
-// (agent.HistoryKeeper, agent.Resetter).
+// (agent.HistoryKeeper, agent.Resetter); once the stage learned samples
+// (Learn), the history is Next's wrapped with them (learn.go).
 func (st *Stage) MarshalHistory() ([]byte, error) {
+	var h []byte
 	if hk, ok := st.Next.(interface{ MarshalHistory() ([]byte, error) }); ok {
-		return hk.MarshalHistory()
+		var err error
+		if h, err = hk.MarshalHistory(); err != nil {
+			return nil, err
+		}
 	}
-	return nil, nil
+	if len(st.learnt) == 0 {
+		return h, nil
+	}
+	return st.wrapHistory(h)
 }
 
 func (st *Stage) UnmarshalHistory(h []byte) error {
-	if hk, ok := st.Next.(interface{ UnmarshalHistory([]byte) error }); ok {
+	h, wrapped, err := st.unwrapHistory(h)
+	if err != nil {
+		return err
+	}
+	if hk, ok := st.Next.(interface{ UnmarshalHistory([]byte) error }); ok && !(wrapped && len(h) == 0) {
 		return hk.UnmarshalHistory(h)
 	}
 	return nil
@@ -113,6 +130,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 	for _, g := range s.GPUs {
 		gpuServer[g.ID] = g.Server
 	}
+	if st.Learn != nil {
+		st.observe(s, gpuServer)
+	}
 	srvByID := map[string]*Server{}
 	for i := range servers {
 		srvByID[servers[i].ID] = &servers[i]
@@ -137,6 +157,7 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		gpus map[string]int // GPUs the group holds per server
 	}
 	groups := map[Mode]*groupT{}
+	learning := map[string]learnJob{} // jobs placed with what Learn knows
 	for _, a := range p.Assignments {
 		per := map[string]int{}
 		for _, g := range a.GPUs {
@@ -161,6 +182,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 			}
 			if j != nil && j.Profile != "" {
 				pj.Profile = st.profile(j, len(a.GPUs), srvByID[gpuServer[a.GPUs[0]]])
+			} else if sv := srvByID[gpuServer[a.GPUs[0]]]; j != nil && st.Learn != nil && len(per) == 1 && len(a.Jobs) == 1 && sv != nil {
+				pj.Profile = st.learned(j, a.Type, len(a.GPUs), sv)
+				learning[id] = learnJob{j: j, typ: a.Type}
 			}
 			g.jobs = append(g.jobs, pj)
 			if k := slices.Index(a.Jobs, id); k == 0 {
@@ -193,6 +217,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		if err != nil {
 			return err
 		}
+		if len(learning) > 0 && (mode == Tune || mode == Opt) {
+			st.explore(srv, g.jobs, r.Grants, learning)
+		}
 		for id, gr := range r.Grants {
 			grants[id] = gr
 		}
@@ -217,16 +244,21 @@ func (st *Stage) profile(j *engine.Job, gpus int, srv *Server) *synergy.Profile 
 	}
 	pr, err := t.Lookup(j.Profile, gpus, cpg)
 	if err != nil {
-		if st.warned == nil {
-			st.warned = map[string]bool{}
-		}
-		if !st.warned[j.ID] && st.Warn != nil {
-			st.Warn(j.ID, fmt.Sprintf("profile %q: %v; the job is treated as insensitive", j.Profile, err))
-		}
-		st.warned[j.ID] = true
+		st.warn(j.ID, fmt.Sprintf("profile %q: %v; the job is treated as insensitive", j.Profile, err))
 		return nil
 	}
 	return pr
+}
+
+// warn tells Warn msg about job, once per job.
+func (st *Stage) warn(job, msg string) {
+	if st.warned == nil {
+		st.warned = map[string]bool{}
+	}
+	if !st.warned[job] && st.Warn != nil {
+		st.Warn(job, msg)
+	}
+	st.warned[job] = true
 }
 
 // amend writes the grants into the plan: resources on assignments and

@@ -65,15 +65,21 @@ func (s *simulator) initMeasure(next loop.Decider) (loop.Decider, error) {
 
 // measure records a report of js on typ for the next snapshot (complete).
 // A job of a colocated pair reports its pair throughput, learned as the
-// pair's (both jobs must report, as on Nomad).
+// pair's (both jobs must report, as on Nomad). With Placement.Learn a job
+// alone reports what it ran at under its cores and memory (as on Nomad),
+// noiseless without --measure-noise, else its throughput at the share.
 func (s *simulator) measure(js *jobState, m *micro, i int) {
-	if s.meas == nil || js.remaining <= 0 || m.typ == "" || m.steps[i] <= 0 ||
+	learn := s.o.Placement != nil && s.o.Placement.Learn
+	if (s.meas == nil && !learn) || js.remaining <= 0 || m.typ == "" || m.steps[i] <= 0 ||
 		len(m.gpus) != max(js.tj.ScaleFactor, 1) {
 		// Resized or idle runs do not measure the throughput at the
 		// job's scale factor.
 		return
 	}
 	if len(m.jobs) == 2 {
+		if s.meas == nil {
+			return
+		}
 		k := [2]string{m.jobs[0].id, m.jobs[1].id}
 		byType := s.meas.pairs[k]
 		if byType == nil {
@@ -88,7 +94,14 @@ func (s *simulator) measure(js *jobState, m *micro, i int) {
 	if js.measured == nil {
 		js.measured = map[string]float64{}
 	}
-	js.measured[m.typ] = js.tput[m.typ] * math.Exp(s.meas.rng.NormFloat64()*s.meas.sigma)
+	v := js.tput[m.typ]
+	if learn {
+		v = m.tput[i]
+	}
+	if s.meas != nil {
+		v *= math.Exp(s.meas.rng.NormFloat64() * s.meas.sigma)
+	}
+	js.measured[m.typ] = v
 }
 
 // pairsMeasured puts the pairs' reports in pairs (a copy when there are

@@ -30,6 +30,11 @@ type Placement struct {
 	// credited only two speeds: its profile's speedup when it holds its
 	// best-case demand (both cores and memory), else the proportional 1.
 	Compat bool
+	// Learn hides the jobs' profiles from the stage, which learns them
+	// (placement.Learning) from the throughputs the jobs report: what they
+	// ran at under their grant (measure.go), with --measure-noise's noise
+	// when set. The simulator still runs them at their profiles.
+	Learn bool
 }
 
 // initPlacement gives the servers cores and memory and wraps the decider
@@ -73,7 +78,25 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 			s.compatResets = strings.HasPrefix(c, "shortest_job_first") || strings.HasPrefix(c, "finish_time_fairness")
 		}
 	}
+	if p.Learn {
+		if p.Compat {
+			return nil, fmt.Errorf("sim: placement learning with --synergy-compat: the reference knows every profile")
+		}
+		st.Learn = &placement.Learning{}
+		return hideProfiles{st}, nil
+	}
 	return st, nil
+}
+
+// hideProfiles hands the stage the snapshot without the jobs' profile
+// names (Placement.Learn; the snapshot's job list is built each round).
+type hideProfiles struct{ next loop.Decider }
+
+func (h hideProfiles) Round(snap *engine.Snapshot) (*engine.Plan, error) {
+	for i := range snap.Jobs {
+		snap.Jobs[i].Profile = ""
+	}
+	return h.next.Round(snap)
 }
 
 // cpuFactor is how fast job k of assignment a runs for its cores and
