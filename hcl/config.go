@@ -49,6 +49,10 @@ type Config struct {
 	// to the config file's directory.
 	Profiles      string
 	ProfilesRange hcl.Range
+	// LearnProfiles: jobs naming no profile have theirs learned from
+	// their throughput reports (optimistic profiling, exploring cores:
+	// restarts; allocator/placement learn.go). Default false.
+	LearnProfiles bool
 }
 
 // PlacementModes are the placement names (allocator/placement.Modes; hcl
@@ -259,7 +263,7 @@ func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
 }
 
 var fileSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}},
+	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}, {Name: "learn_profiles"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
@@ -297,6 +301,11 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 				diags = append(diags, errAt(a.Expr.Range(), "Unknown placement", "placement "+err.Error()))
 			}
 		}
+	}
+	if a, ok := content.Attributes["learn_profiles"]; ok {
+		on, d := boolAttr(a)
+		diags = append(diags, d...)
+		cfg.LearnProfiles = cfg.LearnProfiles || on
 	}
 	if a, ok := content.Attributes["profiles"]; ok {
 		if cfg.ProfilesRange != (hcl.Range{}) {

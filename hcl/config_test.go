@@ -355,6 +355,9 @@ func TestPlacement(t *testing.T) {
 	if !cfg.Placing() || cfg.PlacementOf("research") != "opt" || cfg.PlacementOf("prod") != "tune" || cfg.PlacementOf("") != "tune" {
 		t.Errorf("placement: research %q prod %q none %q", cfg.PlacementOf("research"), cfg.PlacementOf("prod"), cfg.PlacementOf(""))
 	}
+	if !cfg.LearnProfiles {
+		t.Error("learn_profiles = true not read")
+	}
 	if cfg.Profiles != filepath.Join("testdata", "profiles.json") {
 		t.Errorf("profiles = %q, want relative to the config file", cfg.Profiles)
 	}

@@ -145,7 +145,7 @@ func deciderKey(s *agentSettings) string {
 			s.cfg.VCs[i].SpaceSharing)
 		fmt.Fprintf(&b, " %v %q\n", s.entities[i], s.cfg.VCs[i].Placement) // maps print sorted
 	}
-	fmt.Fprintf(&b, "placement %q profiles %q", s.cfg.Placement, s.cfg.Profiles)
+	fmt.Fprintf(&b, "placement %q profiles %q learn %v", s.cfg.Placement, s.cfg.Profiles, s.cfg.LearnProfiles)
 	if s.cfg.Profiles != "" {
 		// The file's content: an edited file rebuilds the stage.
 		if data, err := os.ReadFile(s.cfg.Profiles); err == nil {

@@ -155,8 +155,12 @@ func placementStage(cfg *rhcl.Config) (*placement.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true},
-		Mode: func(vc string) placement.Mode { return placement.Mode(cfg.PlacementOf(vc)) }}, nil
+	st := &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true},
+		Mode: func(vc string) placement.Mode { return placement.Mode(cfg.PlacementOf(vc)) }}
+	if cfg.LearnProfiles {
+		st.Learn = &placement.Learning{}
+	}
+	return st, nil
 }
 
 // profileTable is the config's profile file, else the embedded profiles.

@@ -1,5 +1,6 @@
 placement = "tune"
 profiles  = "profiles.json"
+learn_profiles = true
 
 vc "research" {
   gpus      = { v100 = 8 }
