@@ -96,7 +96,7 @@ func (st *Stage) observe(s *engine.Snapshot, gpuServer map[string]string) {
 		if j == nil || j.Profile != "" {
 			continue
 		}
-		v, r, g := j.Measured[a.Type], a.Resources[0], float64(len(a.GPUs))
+		v, r, g := st.measured(j, a.Type), a.Resources[0], float64(len(a.GPUs))
 		if !(v > 0) || math.IsInf(v, 0) || !(r.Cores > 0) || !(r.MemGB > 0) {
 			continue
 		}

@@ -46,7 +46,8 @@ type Stage struct {
 	Learn *Learning
 
 	warned map[string]bool
-	learnt map[learnKey]*learner // Learn's state, by job and GPU type
+	raw    map[string]map[string]float64 // reports before Normalize, by job
+	learnt map[learnKey]*learner         // Learn's state, by job and GPU type
 }
 
 // Round lets Next decide, then places cores and memory.

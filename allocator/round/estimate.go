@@ -32,10 +32,17 @@ type Estimating struct {
 	Next   loop.Decider
 	Online *estimator.Online
 	Pairs  *PairEstimates
+	// Before, when set, amends the snapshot's measurements first: the
+	// placement stage (placement.Stage.Normalize) takes out the speed-up a
+	// job's cores and memory gave it, so throughputs stay per GPU type.
+	Before func(*engine.Snapshot)
 }
 
 // Round estimates the snapshot's throughputs, then lets Next decide.
 func (e *Estimating) Round(s *engine.Snapshot) (*engine.Plan, error) {
+	if e.Before != nil {
+		e.Before(s)
+	}
 	Estimate(e.Online, s)
 	if e.Pairs != nil && e.Pairs.Estimate(s, e.Online) {
 		e.RequestReset()

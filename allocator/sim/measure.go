@@ -60,16 +60,29 @@ func (s *simulator) initMeasure(next loop.Decider) (loop.Decider, error) {
 	s.meas = &measurer{sigma: sigma, rng: rand.New(rand.NewPCG(uint64(s.o.Engine.Seed), measureStream)),
 		online: estimator.NewOnline(0, nil), next: next, s: s, bySamples: map[int]errStat{},
 		pairs: map[[2]string]map[string][2]float64{}}
-	return &round.Estimating{Next: s.meas, Online: s.meas.online, Pairs: round.NewPairEstimates(s.tb)}, nil
+	e := &round.Estimating{Next: s.meas, Online: s.meas.online, Pairs: round.NewPairEstimates(s.tb)}
+	if st := s.stage; st != nil {
+		// As the agent: the stage takes the cores' and memory's speed-up
+		// out of the reports before the estimator learns them.
+		e.Before = func(snap *engine.Snapshot) {
+			if s.o.Placement.Learn {
+				hideNames(snap)
+			}
+			st.Normalize(snap)
+		}
+	}
+	return e, nil
 }
 
 // measure records a report of js on typ for the next snapshot (complete).
 // A job of a colocated pair reports its pair throughput, learned as the
-// pair's (both jobs must report, as on Nomad). With Placement.Learn a job
-// alone reports what it ran at under its cores and memory (as on Nomad),
-// noiseless without --measure-noise, else its throughput at the share.
+// pair's (both jobs must report, as on Nomad). With placement a job alone
+// reports what it ran at under its cores and memory (as on Nomad),
+// noiseless with Placement.Learn and no --measure-noise.
 func (s *simulator) measure(js *jobState, m *micro, i int) {
-	learn := s.o.Placement != nil && s.o.Placement.Learn
+	// With placement a job reports what it ran at under its cores and
+	// memory, as on Nomad (the estimating stage normalises it first).
+	learn := s.o.Placement != nil && (s.o.Placement.Learn || s.meas != nil)
 	if (s.meas == nil && !learn) || js.remaining <= 0 || m.typ == "" || m.steps[i] <= 0 ||
 		len(m.gpus) != max(js.tj.ScaleFactor, 1) {
 		// Resized or idle runs do not measure the throughput at the

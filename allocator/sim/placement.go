@@ -78,6 +78,7 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 			s.compatResets = strings.HasPrefix(c, "shortest_job_first") || strings.HasPrefix(c, "finish_time_fairness")
 		}
 	}
+	s.stage = st
 	if p.Learn {
 		if p.Compat {
 			return nil, fmt.Errorf("sim: placement learning with --synergy-compat: the reference knows every profile")
@@ -93,10 +94,14 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 type hideProfiles struct{ next loop.Decider }
 
 func (h hideProfiles) Round(snap *engine.Snapshot) (*engine.Plan, error) {
+	hideNames(snap)
+	return h.next.Round(snap)
+}
+
+func hideNames(snap *engine.Snapshot) {
 	for i := range snap.Jobs {
 		snap.Jobs[i].Profile = ""
 	}
-	return h.next.Round(snap)
 }
 
 // cpuFactor is how fast job k of assignment a runs for its cores and

@@ -10,6 +10,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
+	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
@@ -76,6 +77,7 @@ type simulator struct {
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
 	srvGPUs map[string]int
+	stage   *placement.Stage // the placement stage (Options.Placement)
 	// compatResets: the policy orders by speed (SRTF, FTF), re-ordered
 	// every round in --synergy-compat TUNE/GREEDY runs.
 	compatResets bool

@@ -25,6 +25,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
+	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/synergy"
@@ -298,7 +299,11 @@ func (c *agentCmd) Run(args []string) int {
 		if err != nil {
 			return nil, err
 		}
-		return &round.Estimating{Next: d, Online: est, Pairs: pairEst}, nil
+		e := &round.Estimating{Next: d, Online: est, Pairs: pairEst}
+		if st, ok := d.(*placement.Stage); ok {
+			e.Before = st.Normalize
+		}
+		return e, nil
 	}
 	dec, err := decide(s, false)
 	if err != nil {
