@@ -14,6 +14,11 @@ import (
 // candidate).
 var OptTimeLimit = 10 * time.Second
 
+// OptKeepBonus is what keeping a running job's grant is worth in OPT's
+// objective, in units of the job's proportional throughput: a retune
+// restarts the job, so OPT moves it only for a gain above this.
+const OptKeepBonus = 0.1
+
 // opt is the paper's first program on the mechanism's GPU placement: each
 // tunable job (single-server, not shared) takes one (cores, memory) point,
 // the servers hold what they take, no job runs below its proportional
@@ -24,6 +29,10 @@ var OptTimeLimit = 10 * time.Second
 // is at least TUNE's. The paper's second program (fewest jobs split across
 // servers) concerns GPUs, which the mechanism already places compactly.
 // Multi-server and shared jobs hold their proportional share.
+//
+// A kept job's grant is a candidate too, worth OptKeepBonus more: OPT
+// changes a running job's grant (a restart) only for a larger gain. With
+// Options.Fresh (every job placed anew) there is no bonus.
 func opt(js []*job, srvs map[string]*srv) error {
 	type cand struct {
 		j    *job
@@ -44,8 +53,13 @@ func opt(js []*job, srvs map[string]*srv) error {
 	}
 	for _, j := range tunable {
 		g := float64(j.gpus)
+		held := !j.starting && j.Held != nil && j.Held.Cores > 0 && j.Held.MemGB > 0
 		cs := axisWith(j.prof.CoresAxis, j.propC/g, j.bestC/g)
 		ms := axisWith(j.prof.MemAxis, j.propM/g, j.bestM/g)
+		if held {
+			cs = axisWith(cs, j.Held.Cores/g)
+			ms = axisWith(ms, j.Held.MemGB/g)
+		}
 		first := len(cands)
 		for _, c := range cs {
 			for _, mm := range ms {
@@ -60,6 +74,9 @@ func opt(js []*job, srvs map[string]*srv) error {
 				}
 				if prop {
 					r = math.Max(r, 1)
+				}
+				if held && math.Abs(C-j.Held.Cores) < eps && math.Abs(M-j.Held.MemGB) < eps {
+					r += OptKeepBonus
 				}
 				v := m.AddVar(0, 1, r)
 				m.SetInteger(v)
