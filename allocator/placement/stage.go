@@ -285,13 +285,13 @@ func (st *Stage) amend(s *engine.Snapshot, p *engine.Plan, grants map[string]Gra
 			continue
 		}
 		res := make([]engine.Resources, len(a.Jobs))
-		any := false
+		granted := false
 		for k, id := range a.Jobs {
 			gr, ok := grants[id]
 			if !ok {
 				continue
 			}
-			any = true
+			granted = true
 			res[k] = engine.Resources{Cores: gr.Cores, MemGB: gr.MemGB}
 			ji := intentOf[id]
 			if ji == nil {
@@ -305,7 +305,7 @@ func (st *Stage) amend(s *engine.Snapshot, p *engine.Plan, grants map[string]Gra
 				a.Action = engine.Start
 			}
 		}
-		if any {
+		if granted {
 			a.Resources = res
 		}
 		keep = append(keep, a)
