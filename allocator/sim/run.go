@@ -10,7 +10,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
-	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -76,7 +75,7 @@ type simulator struct {
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
 	srvGPUs   map[string]int
-	profiles  *synergy.Table
+	prof      profiling
 	gpuServer map[string]string
 }
 
@@ -201,6 +200,7 @@ func (s *simulator) finished() bool {
 }
 
 func (s *simulator) addJob(tj trace.Job) {
+	s.gavelProfile(&tj)
 	js := &jobState{tj: tj, id: fmt.Sprint(tj.ID), tput: map[string]float64{}, remaining: tj.TotalSteps,
 		started: -1}
 	js.received = s.led.Job(js.id)

@@ -22,7 +22,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
-	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -176,7 +175,6 @@ type Options struct {
 
 type jobState struct {
 	tj        trace.Job
-	prof      *synergy.Profile // resolved on its first run with placement
 	id        string
 	tput      map[string]float64
 	remaining float64
