@@ -45,37 +45,50 @@ func ScaledName(model string, ratio float64) string {
 // dataset cache's hit rate does not depend on the GPU; the reading keeps
 // the memory the job was measured to need).
 //
-// The result has a cores axis of its own, the original's points and the
-// same points × ratio (where the scaled surface bends), so that Throughput
-// on it is the original's at c/ratio exactly, not a resampling: bilinear
-// within cells that subdivide the scaled original cells. Values are
-// relative to the base share again (1.0 at 3 cores, 62.5 GB per GPU). A
-// point is infeasible where the original is at the same cores and memory
-// (0.0: the server cannot hold that many cores for the job's GPUs: a
-// capacity, not a speed); values read beyond a profile's feasible region
-// take its last feasible value (nothing is known beyond it). The best case
-// is the original's cores × ratio, the speedup the throughput there over
-// the set's share, at least 1. Model becomes ScaledName(model, ratio).
-// Ratio 1, or not a positive finite number, returns p itself. (A profile
-// without a matrix gets one, sampled from its two-point model at the same
-// points.)
+// The result has a cores axis of its own: the original's points and the
+// same points × ratio (where the scaled surface bends) from the original's
+// first point (1 core per GPU) up, so that Throughput on it is the
+// original's at c/ratio exactly, not a resampling (bilinear within cells
+// that subdivide the scaled original cells). Below the first point it
+// clamps, as the original does: Synergy measured nothing below 1 core per
+// GPU, and a job keeps at least that on any GPU (the roofline would send a
+// K80 job's demand towards zero). Values are relative to the base share
+// again (1.0 at 3 cores, 62.5 GB per GPU). A point is infeasible where the
+// original is at the same cores and memory (0.0: the server cannot hold
+// that many cores for the job's GPUs: a capacity, not a speed); values read
+// beyond a profile's feasible region take its last feasible value (nothing
+// is known beyond it).
+//
+// Best case: the fewest cores (at least 1) at which the scaled profile
+// reaches the most it gives, feasibly, up to the original's best cores ×
+// ratio: a K80 ResNet-18 needs 1 core per GPU, not 0.9; a flat profile
+// stays at 1 core on a faster GPU too (its matrix promises nothing for
+// more); res18_4 on a GPU 1.5 times as fast stops at 6 cores, the most
+// the server holds for 4 GPUs, not 9. The speedup is the throughput there over the set's share, at
+// least 1. Model becomes ScaledName(model, ratio). Ratio 1, or not a
+// positive finite number, returns p itself. (A profile without a matrix
+// gets one, sampled from its two-point model at the same points.)
 func (p *Profile) OnGPU(ratio float64) *Profile {
 	if ratio == 1 || !(ratio > 0) || math.IsInf(ratio, 0) {
 		return p
 	}
 	src := p.filled()
-	at := func(c, m float64) float64 { return src.Throughput(c/ratio, m) }
 	ca, ma := CoresAxis, MemAxis
 	if p.Matrix != nil {
 		ca, ma = p.CoresAxis, p.MemAxis
 	}
+	floor := ca[0]
+	at := func(c, m float64) float64 { return src.Throughput(math.Max(c, floor)/ratio, m) }
 	base := at(BaseCoresPerGPU, BaseMemGBPerGPU)
 	if !(base > 0) {
 		return p
 	}
 	axis := make([]float64, 0, 2*len(ca))
 	for _, c := range ca {
-		axis = append(axis, c, c*ratio)
+		axis = append(axis, c)
+		if c*ratio >= floor {
+			axis = append(axis, c*ratio)
+		}
 	}
 	sort.Float64s(axis)
 	axis = slices.CompactFunc(axis, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 })
@@ -91,9 +104,16 @@ func (p *Profile) OnGPU(ratio float64) *Profile {
 	q := *p
 	q.Model = ScaledName(p.Model, ratio)
 	q.Matrix, q.CoresAxis, q.MemAxis = m, axis, ma
-	q.CoresPerGPUBest = p.CoresPerGPUBest * ratio
-	if share := at(p.ShareCoresPerGPU, p.ShareMemGBPerGPU); share > 0 {
-		q.Speedup = math.Max(1, at(q.CoresPerGPUBest, p.MemGBPerGPUBest)/share)
+	lim := math.Max(p.CoresPerGPUBest*ratio, floor)
+	best, top := floor, -1.0
+	for _, c := range append(slices.Clone(axis), lim) {
+		if v := q.Throughput(c, p.MemGBPerGPUBest); c <= lim+1e-9 && (v > top+1e-9 || v >= top-1e-9 && c < best) {
+			best, top = c, v
+		}
+	}
+	q.CoresPerGPUBest = best
+	if share := q.Throughput(p.ShareCoresPerGPU, p.ShareMemGBPerGPU); share > 0 {
+		q.Speedup = math.Max(1, top/share)
 	}
 	return &q
 }

@@ -39,6 +39,10 @@ func TestOnGPU(t *testing.T) {
 		{0.5, 2, 1.3 / 1.75, 4.5, 2.4 / 1.75},
 		// Twice as fast: 3 cores are the V100's 1.5 (0.545).
 		{2, 6, 1 / 0.545, 18, 2.4 / 0.545},
+		// A tenth as fast: GPU-bound from 1 core (the floor: 0.9 cores
+		// would do), where it runs as at 10 on the V100 (2.4, as at 3).
+		{0.1, 1, 1, 1, 1},
+		{0.1, 0.5, 1, 1, 1},
 	} {
 		q := r18.OnGPU(c.ratio)
 		if got := q.Throughput(c.cores, 62.5); math.Abs(got-c.want) > 1e-3 {
@@ -53,6 +57,12 @@ func TestOnGPU(t *testing.T) {
 		if q.Model != ScaledName("res18", c.ratio) || q.GPUs != 1 || r18.Model != "res18" {
 			t.Errorf("ratio %v: model %q gpus %d (original %q)", c.ratio, q.Model, q.GPUs, r18.Model)
 		}
+	}
+	// res18_4 a GPU 1.5 times as fast: its best case stops at the 6 cores
+	// per GPU a 24-core server holds for 4 GPUs (the V100's 4: 1.3 over
+	// the share's 2: 0.72).
+	if q := tab.Sets["models"].Profiles["res18_4"].OnGPU(1.5); q.CoresPerGPUBest != 6 || !near(q.Speedup, 1.3/0.72) {
+		t.Errorf("res18_4 at 1.5: best %v speedup %v", q.CoresPerGPUBest, q.Speedup)
 	}
 	// res18_4 on a 24-core server: above 6 cores per GPU infeasible before
 	// and after; half as fast, 3 cores are the V100's 6 (1.75) and 6 read
@@ -84,19 +94,38 @@ func TestOnGPU(t *testing.T) {
 					t.Errorf("%s/%s at %v: base share %v", s.Name, key, ratio, q.Throughput(3, 62.5))
 				}
 				base := p.filled().Throughput(BaseCoresPerGPU/ratio, BaseMemGBPerGPU)
-				for c := 0.5; c <= 30; c += 0.25 {
+				for c := 0.25; c <= 30; c += 0.25 {
 					for _, m := range []float64{20.83, 40, 62.5, 100, 187.5, 250} {
 						got, orig := q.Throughput(c, m), p.Throughput(c, m)
 						if (got == 0) != (orig == 0) {
 							t.Errorf("%s/%s at %v: (%v, %v) %v, original %v", s.Name, key, ratio, c, m, got, orig)
 						}
-						if want := p.filled().Throughput(c/ratio, m) / base; got != 0 && math.Abs(got-want) > 1e-9 {
+						if want := p.filled().Throughput(max(c, 1)/ratio, m) / base; got != 0 && math.Abs(got-want) > 1e-9 {
 							t.Errorf("%s/%s at %v: (%v, %v) %v, want %v", s.Name, key, ratio, c, m, got, want)
 						}
 						if flat && got != 0 && !near(got, 1) {
 							t.Errorf("%s/%s at %v: flat profile at (%v, %v) = %v", s.Name, key, ratio, c, m, got)
 						}
 					}
+				}
+				// The best case: at least 1 core, the most the profile gives
+				// up to the original's best × ratio, no fewer cores would.
+				bm := p.MemGBPerGPUBest
+				lim := max(p.CoresPerGPUBest*ratio, 1)
+				top := q.Throughput(lim, bm)
+				for c := 1.0; c <= lim; c += 0.01 {
+					top = max(top, q.Throughput(c, bm))
+				}
+				if q.CoresPerGPUBest < 1 || q.CoresPerGPUBest > lim+1e-9 || math.Abs(q.Throughput(q.CoresPerGPUBest, bm)-top) > 1e-9 ||
+					q.CoresPerGPUBest > 1 && q.Throughput(q.CoresPerGPUBest-0.01, bm) >= top-1e-9 {
+					t.Errorf("%s/%s at %v: best %v cores (original %v), %v there, most %v", s.Name, key, ratio, q.CoresPerGPUBest,
+						p.CoresPerGPUBest, q.Throughput(q.CoresPerGPUBest, bm), top)
+				}
+				if share := q.Throughput(p.ShareCoresPerGPU, p.ShareMemGBPerGPU); math.Abs(q.Speedup-max(1, top/share)) > 1e-9 {
+					t.Errorf("%s/%s at %v: speedup %v, want %v", s.Name, key, ratio, q.Speedup, max(1, top/share))
+				}
+				if flat && (q.CoresPerGPUBest != 1 || q.Speedup != 1) {
+					t.Errorf("%s/%s at %v: flat profile: best %v, speedup %v", s.Name, key, ratio, q.CoresPerGPUBest, q.Speedup)
 				}
 			}
 		}
