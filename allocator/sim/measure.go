@@ -61,7 +61,7 @@ func (s *simulator) initMeasure(next loop.Decider) (loop.Decider, error) {
 		online: estimator.NewOnline(0, nil), next: next, s: s, bySamples: map[int]errStat{},
 		pairs: map[[2]string]map[string][2]float64{}}
 	e := &round.Estimating{Next: s.meas, Online: s.meas.online, Pairs: round.NewPairEstimates(s.tb)}
-	if st := s.stage; st != nil {
+	if st := s.prof.stage; st != nil {
 		// As the agent: the stage takes the cores' and memory's speed-up
 		// out of the reports before the estimator learns them.
 		e.Before = func(snap *engine.Snapshot) {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,13 +11,21 @@ import (
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/synergy"
+	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // Placement runs the CPU and memory placement stage (allocator/placement)
 // in the simulator: servers get cores and memory, jobs a sensitivity
-// profile (trace.Job.Profile), and a job runs at its profile's throughput
+// profile (trace.Job.Profile; a Gavel job without one, its model's:
+// synergy.ForGavelModel), and a job runs at its profile's throughput
 // under its grant relative to the proportional share.
+//
+// Profiles were measured on V100s (synergy.ProfiledGPU). On another GPU
+// type the job's profile is scaled to its speed there
+// (synergy.Profile.OnGPU, the ratio of its throughputs on the two types),
+// for the stage's decisions and for the job's speed alike, unless
+// SameOnEveryGPU or Learn (the stage then learns what it sees).
 type Placement struct {
 	// Mode of a job's VC ("" : the only one).
 	Mode func(vc string) placement.Mode
@@ -35,6 +44,104 @@ type Placement struct {
 	// ran at under their grant (measure.go), with --measure-noise's noise
 	// when set. The simulator still runs them at their profiles.
 	Learn bool
+	// SameOnEveryGPU runs a profile on every GPU type as measured (the
+	// same speedup over the proportional share everywhere) instead of
+	// scaling it to the type's speed. Compat implies it.
+	SameOnEveryGPU bool
+}
+
+// profiling is the run's profile state (placement.go).
+type profiling struct {
+	table  *synergy.Table
+	scaled bool                 // profiles scaled to GPU types (a clone of the table, added to)
+	names  map[scaledKey]string // profile name at a GPU ratio → scaled name
+	cache  map[lookupKey]*synergy.Profile
+	stage  *placement.Stage
+}
+
+type scaledKey struct {
+	name  string
+	ratio float64
+}
+
+type lookupKey struct {
+	name        string
+	gpus        int
+	coresPerGPU float64
+}
+
+// gavelProfile gives a job of a Gavel trace its model's profile when the
+// trace names none (synergy.ForGavelModel; "" for other models).
+func (s *simulator) gavelProfile(tj *trace.Job) {
+	if s.o.Placement != nil && tj.Profile == "" {
+		tj.Profile = synergy.ForGavelModel(tj.Model)
+	}
+}
+
+// typedProfile is the name of js's profile on GPU type typ: scaled to the
+// job's speed there relative to synergy.ProfiledGPU when profiles scale.
+func (s *simulator) typedProfile(js *jobState, typ string) string {
+	name := js.tj.Profile
+	if !s.prof.scaled || name == "" {
+		return name
+	}
+	r := synergy.GPURatio(js.tput[typ], js.tput[synergy.ProfiledGPU])
+	if r == 1 {
+		return name
+	}
+	k := scaledKey{name, r}
+	n, ok := s.prof.names[k]
+	if !ok {
+		n = s.prof.table.AddOnGPU(name, r)
+		s.prof.names[k] = n
+	}
+	return n
+}
+
+// lookup resolves a profile name, cached.
+func (s *simulator) lookup(name string, gpus int, coresPerGPU float64) (*synergy.Profile, error) {
+	k := lookupKey{name, gpus, coresPerGPU}
+	if p, ok := s.prof.cache[k]; ok {
+		return p, nil
+	}
+	p, err := s.prof.table.Lookup(name, gpus, coresPerGPU)
+	if err == nil {
+		s.prof.cache[k] = p
+	}
+	return p, err
+}
+
+// typedStage lets the stage's Next decide, then has the stage place cores
+// and memory with every single-job assignment's profile scaled to the GPU
+// type the job got (on a copy of the snapshot's jobs).
+type typedStage struct {
+	s *simulator
+}
+
+func (t typedStage) Round(snap *engine.Snapshot) (*engine.Plan, error) {
+	st := t.s.prof.stage
+	p, err := st.Next.Round(snap)
+	if err != nil || p == nil {
+		return p, err
+	}
+	view := *snap
+	view.Jobs = slices.Clone(snap.Jobs)
+	at := make(map[string]int, len(view.Jobs))
+	for i := range view.Jobs {
+		at[view.Jobs[i].ID] = i
+	}
+	for _, a := range p.Assignments {
+		if len(a.Jobs) != 1 {
+			continue
+		}
+		i, ok := at[a.Jobs[0]]
+		js := t.s.byIDs[a.Jobs[0]]
+		if !ok || js == nil || view.Jobs[i].Profile == "" {
+			continue
+		}
+		view.Jobs[i].Profile = t.s.typedProfile(js, a.Type)
+	}
+	return p, st.Apply(&view, p)
 }
 
 // initPlacement gives the servers cores and memory and wraps the decider
@@ -66,11 +173,16 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 	for i := range s.nodes {
 		s.nodes[i].Cores, s.nodes[i].MemGB = p.CoresPerServer, p.MemGBPerServer
 	}
-	s.profiles = p.Profiles
-	if s.profiles == nil {
-		s.profiles = synergy.Default()
+	tb := p.Profiles
+	if tb == nil {
+		tb = synergy.Default()
 	}
-	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.profiles,
+	s.prof = profiling{table: tb, scaled: !p.Compat && !p.SameOnEveryGPU, names: map[scaledKey]string{},
+		cache: map[lookupKey]*synergy.Profile{}}
+	if s.prof.scaled {
+		s.prof.table = tb.Clone() // scaled profiles are added to it as jobs meet types
+	}
+	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.prof.table,
 		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil}}
 	if p.Compat {
 		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy)
@@ -78,13 +190,16 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 			s.compatResets = strings.HasPrefix(c, "shortest_job_first") || strings.HasPrefix(c, "finish_time_fairness")
 		}
 	}
-	s.stage = st
+	s.prof.stage = st
 	if p.Learn {
 		if p.Compat {
 			return nil, fmt.Errorf("sim: placement learning with --synergy-compat: the reference knows every profile")
 		}
 		st.Learn = &placement.Learning{}
 		return hideProfiles{st}, nil
+	}
+	if s.prof.scaled {
+		return typedStage{s}, nil
 	}
 	return st, nil
 }
@@ -120,13 +235,9 @@ func (s *simulator) cpuFactor(js *jobState, a engine.Assignment, k int) float64 
 	}
 	srvGPUs := float64(s.srvGPUs[s.serverOf(a.GPUs[0])])
 	shareC, shareM := s.o.Placement.CoresPerServer/srvGPUs, s.o.Placement.MemGBPerServer/srvGPUs
-	p := js.prof
-	if p == nil {
-		var err error
-		if p, err = s.profiles.Lookup(js.tj.Profile, len(a.GPUs), shareC); err != nil {
-			return 1
-		}
-		js.prof = p
+	p, err := s.lookup(s.typedProfile(js, a.Type), len(a.GPUs), shareC)
+	if err != nil {
+		return 1
 	}
 	g := float64(len(a.GPUs))
 	c, m := a.Resources[k].Cores/g, a.Resources[k].MemGB/g
@@ -167,14 +278,11 @@ func (s *simulator) compatOrderSpeed(js *jobState) float64 {
 	if js.compatSpeed > 0 {
 		return js.compatSpeed
 	}
-	if js.prof == nil {
-		pr, err := s.profiles.Lookup(js.tj.Profile, max(js.tj.ScaleFactor, 1), p.CoresPerServer/float64(max(s.o.Cluster.GPUsPerServer, 1)))
-		if err != nil {
-			return 1
-		}
-		js.prof = pr
+	pr, err := s.lookup(js.tj.Profile, max(js.tj.ScaleFactor, 1), p.CoresPerServer/float64(max(s.o.Cluster.GPUsPerServer, 1)))
+	if err != nil {
+		return 1
 	}
-	return js.prof.Speedup
+	return pr.Speedup
 }
 
 // compatOrderSpeeds: a --synergy-compat TUNE or GREEDY run, where the

@@ -10,8 +10,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
-	"github.com/rondo-sched/rondo/allocator/placement"
-	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -77,11 +75,10 @@ type simulator struct {
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
 	srvGPUs map[string]int
-	stage   *placement.Stage // the placement stage (Options.Placement)
 	// compatResets: the policy orders by speed (SRTF, FTF), re-ordered
 	// every round in --synergy-compat TUNE/GREEDY runs.
 	compatResets bool
-	profiles     *synergy.Table
+	prof         profiling
 	gpuServer    map[string]string
 }
 
@@ -206,6 +203,7 @@ func (s *simulator) finished() bool {
 }
 
 func (s *simulator) addJob(tj trace.Job) {
+	s.gavelProfile(&tj)
 	js := &jobState{tj: tj, id: fmt.Sprint(tj.ID), tput: map[string]float64{}, remaining: tj.TotalSteps,
 		started: -1}
 	js.received = s.led.Job(js.id)

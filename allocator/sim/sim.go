@@ -22,7 +22,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/ledger"
 	"github.com/rondo-sched/rondo/allocator/loop"
-	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -175,8 +174,7 @@ type Options struct {
 }
 
 type jobState struct {
-	tj   trace.Job
-	prof *synergy.Profile // resolved on its first run with placement
+	tj trace.Job
 	// compatSpeed is the speed the policy orders the job by in
 	// --synergy-compat TUNE/GREEDY runs (placement.go); 0: its profile's.
 	compatSpeed float64

@@ -43,6 +43,7 @@ type placeFlags struct {
 	traceFormat, mode string
 	cpus, memGB       float64
 	synergyCompat     bool
+	onGPU             string // --profiles-on-gpu (simulate_het.go)
 }
 
 func newSimulate() *simulateCmd {
@@ -78,6 +79,7 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.place.mode, "placement", "", "CPU and memory placement: proportional, tune, greedy or opt (servers get --cpus-per-server and --mem-per-server; jobs run at their profile's speed for what they get)")
 	f.Float64Var(&c.place.cpus, "cpus-per-server", 0, "CPU cores per server, with --placement (default 3 per GPU)")
 	f.Float64Var(&c.place.memGB, "mem-per-server", 0, "memory per server in GB, with --placement (default 62.5 per GPU)")
+	f.StringVar(&c.place.onGPU, "profiles-on-gpu", "", "with --placement: scaled (default: a profile, measured on V100s, is scaled to the job's speed on its GPU type: c cores there act as c / ratio on a V100) or same (the profile as measured on every type)")
 	f.BoolVar(&c.place.synergyCompat, "synergy-compat", false, "with --placement: credit only the two speeds Synergy's reference simulator credits (best case or proportional) and re-place every job every round at no cost, no leftover step")
 	f.Float64Var(&c.measureNoise, "measure-noise", 0, "jobs report measured throughputs, true × exp(N(0, SIGMA)) (seeded by --seed), that the round's estimator learns (0: decide on the true throughputs)")
 	return c
@@ -163,6 +165,9 @@ func (c *simulateCmd) Run(args []string) int {
 		}
 	}
 	if o.Placement, err = c.simPlacement(nil); err != nil {
+		return c.fail(err)
+	}
+	if err = c.profileScaling(o.Placement); err != nil {
 		return c.fail(err)
 	}
 	if o.Placement != nil && o.Placement.Compat {

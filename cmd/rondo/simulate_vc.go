@@ -627,6 +627,9 @@ func (c *simulateCmd) runVCSim() int {
 	if o.Placement, err = c.simPlacement(cfg); err != nil {
 		return c.fail(err)
 	}
+	if err = c.profileScaling(o.Placement); err != nil {
+		return c.fail(err)
+	}
 	if c.faultsFile != "" {
 		if o.Faults, err = faults.ReadFile(c.faultsFile); err != nil {
 			return c.fail(err)
