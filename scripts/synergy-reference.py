@@ -19,11 +19,11 @@ The modules the reference imports only for deployment (grpc and its rpc
 stubs, cvxpy, numa, psutil, matplotlib) must be importable: see
 scripts/synergy-reference.sh, which writes stand-ins and runs this.
 
-usage: synergy-reference.py SIMULATOR_DIR (--trace T [--static] | --rate R)
+usage: synergy-reference.py SIMULATOR_DIR (--trace T [--static] | --rate R [--single-gpu])
            --scheduler S [--config C] [--seed N] [--split I,L,S]
            [--jobs-csv F] [--rounds-csv F] [--record F]
        synergy-reference.py SIMULATOR_DIR --generate N --rate R --record F
-           [--seed N] [--split I,L,S]
+           [--single-gpu] [--seed N] [--split I,L,S]
 """
 import argparse
 import collections
@@ -48,6 +48,8 @@ def main():
     ap.add_argument("--static", action="store_true")
     ap.add_argument("--rate", type=float, help="synthetic continuous workload at this many jobs/h (no --trace)")
     ap.add_argument("--split", default="20,70,10", help="image,language,speech percents (--rate)")
+    ap.add_argument("--single-gpu", action="store_true",
+                    help="(--rate) every job takes 1 GPU; the GPU count is still drawn, as the paper's single-GPU runs")
     ap.add_argument("--generate", type=int, help="only write the first N synthetic jobs to --record")
     ap.add_argument("--record", help="write every generated job here (replay format: id,model,arrival,iterations,gpus)")
     ap.add_argument("--scheduler", help="e.g. FIFO+fair, LAS+tune, SRTF")
@@ -85,6 +87,19 @@ def main():
     import runner as ref  # the reference simulator's runner.py
     from events.schedule_event import ScheduleEvent
     from jobs.workload import Workload
+
+    if args.single_gpu:
+        # The synthetic path always keeps its drawn GPU count
+        # (jobs/workload.py:352); the paper's single-GPU runs (its
+        # Philly-derived workload without --multigpu) run every job on one
+        # GPU. Draw as before, keep 1, so the rest of the stream is unchanged.
+        import jobs.workload as wl
+        orig_demand = wl.get_job_gpu_demand
+
+        def one_gpu():
+            orig_demand()
+            return 1
+        wl.get_job_gpu_demand = one_gpu
 
     generated = []
     if args.record:

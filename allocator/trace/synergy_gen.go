@@ -37,6 +37,9 @@ type SynergyOptions struct {
 	// Rate is λ in jobs per hour; 0 makes a static trace (every job at
 	// t = 0, the same jobs as any rate's trace of the seed).
 	Rate float64
+	// MultiGPU keeps the drawn GPU counts (1/2/4/8); off, every job takes
+	// one GPU (the draw is still made), as the paper's single-GPU runs.
+	MultiGPU bool
 	// Split is the percent of image, language and speech jobs (zero value:
 	// DefaultSynergySplit). Each ≥ 0, the sum in (0, 100].
 	Split [3]float64
@@ -55,8 +58,9 @@ type SynergyOptions struct {
 //   - the duration: random() ≥ 0.8 gives 60·10^U(3,4) s, else
 //     60·10^U(1.5,3) s;
 //   - the GPU count from uniform(0,1): ≥ 0.95 → 8, [0.8, 0.95) → 4,
-//     [0.7, 0.8) → 2, else 1 (always drawn: the synthetic path has no
-//     single-GPU mode);
+//     [0.7, 0.8) → 2, else 1 (the reference's synthetic path always
+//     keeps it; without MultiGPU it is drawn and every job takes 1 GPU,
+//     as the paper's single-GPU runs of its Philly-derived workload);
 //   - randint(0, 9), a draw the reference makes and discards.
 //
 // The class is not random: the reference's "overall" assignment picks the
@@ -175,6 +179,9 @@ func (g *SynergyGenerator) Next() (Job, error) {
 		duration = 60 * pow10(rng.Uniform(1.5, 3))
 	}
 	gpus := SynergyGPUsFromUniform(rng.Uniform(0, 1))
+	if !g.o.MultiGPU {
+		gpus = 1
+	}
 	rng.RandRange(0, 10) // randint(0, 9), discarded by the overall assignment
 	c := g.class()
 	models := SynergyClasses[c].Models

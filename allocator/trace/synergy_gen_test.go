@@ -21,9 +21,9 @@ func TestSynergyGenMatchesReference(t *testing.T) {
 		n     int
 		split string
 	}{
-		{"synergy_gen_r9_s42.csv", SynergyOptions{Seed: 42, Rate: 9}, 400, ""},
-		{"synergy_gen_r4_s7_33-33-33.csv", SynergyOptions{Seed: 7, Rate: 4}, 200, "33/33/33"},
-		{"synergy_gen_r6_s1_50-0-50.csv", SynergyOptions{Seed: 1, Rate: 6}, 200, "50,0,50"},
+		{"synergy_gen_r9_s42.csv", SynergyOptions{Seed: 42, Rate: 9, MultiGPU: true}, 400, ""},
+		{"synergy_gen_r4_s7_33-33-33.csv", SynergyOptions{Seed: 7, Rate: 4, MultiGPU: true}, 200, "33/33/33"},
+		{"synergy_gen_r6_s1_50-0-50.csv", SynergyOptions{Seed: 1, Rate: 6, MultiGPU: true}, 200, "50,0,50"},
 	} {
 		if c.split != "" {
 			var err error
@@ -88,6 +88,18 @@ func TestSynergyGenDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(a, s) {
 		t.Error("static trace's jobs differ from the continuous trace's")
 	}
+	// Single-GPU: the same jobs on one GPU each.
+	m, _ := GenerateSynergy(SynergyOptions{Seed: 3, Rate: 5, MultiGPU: true}, 500)
+	multi := 0
+	for i := range m {
+		if m[i].ScaleFactor > 1 {
+			multi++
+		}
+		m[i].ScaleFactor = 1
+	}
+	if multi == 0 || !reflect.DeepEqual(a, m) {
+		t.Errorf("multi-GPU trace (%d multi-GPU jobs) is not the single-GPU one with more GPUs", multi)
+	}
 }
 
 // TestSynergyGenStatistics: over many jobs the classes follow the split,
@@ -97,7 +109,7 @@ func TestSynergyGenStatistics(t *testing.T) {
 	const n = 20000
 	for _, split := range [][3]float64{{20, 70, 10}, {33, 33, 33}, {50, 0, 50}} {
 		rate := 9.0
-		jobs, err := GenerateSynergy(SynergyOptions{Seed: 11, Rate: rate, Split: split}, n)
+		jobs, err := GenerateSynergy(SynergyOptions{Seed: 11, Rate: rate, Split: split, MultiGPU: true}, n)
 		if err != nil {
 			t.Fatal(err)
 		}
