@@ -9,17 +9,23 @@ It calls the reference's own Runner class (simulator/runner.py) the way the
 reference's benchmark() does for one entry of its hard-coded `schedulers`
 list (runner.py:417-477): the flags come from the scheduler string
 ('FIFO+fair' = proportional, 'FIFO+tune' = Synergy-Tune, 'FIFO' =
-Synergy-Greedy), random.seed(seed) first. The one difference: it passes
-series_id_filter=(0, number of jobs in the trace) instead of the default
-(4000, 5000), which would leave the 100 deploy-trace jobs (ids 0-99) out of
-the JCT series (stock runner.py prints "Mean = nan" for them).
+Synergy-Greedy), random.seed(seed) first. With --trace, the one
+difference: it passes series_id_filter=(0, number of jobs in the trace)
+instead of the default (4000, 5000), which would leave the 100 deploy-trace
+jobs (ids 0-99) out of the JCT series (stock runner.py prints "Mean = nan"
+for them). With --rate it runs the synthetic workload exactly as
+benchmark() does (jobs 4000-4999 measured unless --window says otherwise,
+class split --split, default 20,70,10; config default
+configs/default_cluster.ini, 128 GPUs); --single-gpu keeps every job on one
+GPU (the draw is still made), as the paper's single-GPU runs; --record FILE
+writes every job it generated in the replay format.
 
 Nothing of the reference is copied here; it is imported from SIMULATOR_DIR.
 The modules the reference imports only for deployment (grpc and its rpc
 stubs, cvxpy, numa, psutil, matplotlib) must be importable: see
 scripts/synergy-reference.sh, which writes stand-ins and runs this.
 
-usage: synergy-reference.py SIMULATOR_DIR (--trace T [--static] | --rate R [--single-gpu])
+usage: synergy-reference.py SIMULATOR_DIR (--trace T [--static] | --rate R [--single-gpu] [--window LO:HI])
            --scheduler S [--config C] [--seed N] [--split I,L,S]
            [--jobs-csv F] [--rounds-csv F] [--record F]
        synergy-reference.py SIMULATOR_DIR --generate N --rate R --record F
@@ -48,6 +54,7 @@ def main():
     ap.add_argument("--static", action="store_true")
     ap.add_argument("--rate", type=float, help="synthetic continuous workload at this many jobs/h (no --trace)")
     ap.add_argument("--split", default="20,70,10", help="image,language,speech percents (--rate)")
+    ap.add_argument("--window", default="4000:5000", help="(--rate) measured job ids LO:HI (the reference's series_id_filter)")
     ap.add_argument("--single-gpu", action="store_true",
                     help="(--rate) every job takes 1 GPU; the GPU count is still drawn, as the paper's single-GPU runs")
     ap.add_argument("--generate", type=int, help="only write the first N synthetic jobs to --record")
@@ -143,7 +150,7 @@ def main():
         cluster_job_log=None,
         scheduler=sched.split("+")[0],
         jobs_per_hour=args.rate if args.rate is not None else 9.0,
-        series_id_filter=(0, njobs) if args.trace else (4000, 5000),
+        series_id_filter=(0, njobs) if args.trace else tuple(int(x) for x in args.window.split(":")),
         model_class_split=split,
         exponential=True,
         philly_arrival=False,

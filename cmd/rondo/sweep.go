@@ -226,7 +226,9 @@ func (c *sweepCmd) Run(args []string) int {
 	}
 	defer jf.Close()
 	start := time.Now()
+	executed := 0
 	cfg.Progress = func(done, total int, r *sweep.Run) {
+		executed++
 		if err := sweep.AppendJournal(jf, r); err != nil {
 			fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
 		}
@@ -255,8 +257,8 @@ func (c *sweepCmd) Run(args []string) int {
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),
 		ElapsedS: time.Since(start).Seconds(), Parallel: c.parallel}
 	rep.SimHours, rep.RunWallS = sweep.Throughput(runs)
-	if c.plotOnly {
-		rep.ElapsedS = 0 // nothing ran; the runs' own wall times are kept
+	if c.plotOnly || executed == 0 {
+		rep.ElapsedS = 0 // nothing ran (or all resumed); the runs' own wall times are kept
 	} else if rep.ElapsedS > 0 {
 		rep.SimHoursPerWallS = rep.SimHours / rep.ElapsedS
 	}
