@@ -35,30 +35,9 @@ if [ -z "$py" ]; then
 fi
 [ -n "$py" ] || { echo "synergy-reference: no python3 with numpy and pandas (apt-get install -y python3-numpy python3-pandas)" >&2; exit 1; }
 
-# Stand-ins: every attribute of such a module is a do-nothing class, enough
-# for the imports and class definitions that simulation never executes.
+# Stand-ins for the modules imported only for deployment.
 stubs=${SYNERGY_STUBS:-/tmp/synergy-stubs}
-rm -rf "$stubs"
-mkdir -p "$stubs/matplotlib" "$stubs/google/protobuf"
-cat > "$stubs/_synref_stub.py" <<'EOF'
-class _Stub:
-    def __init__(self, *a, **k): pass
-    def __call__(self, *a, **k): return _Stub()
-    def __getattr__(self, name):
-        if name.startswith('__'): raise AttributeError(name)
-        return _Stub()
-    def __iter__(self): return iter(())
-EOF
-for m in grpc numa psutil cvxpy common_pb2 \
-         job_to_scheduler_pb2 job_to_scheduler_pb2_grpc \
-         worker_to_scheduler_pb2 worker_to_scheduler_pb2_grpc \
-         scheduler_to_worker_pb2 scheduler_to_worker_pb2_grpc \
-         matplotlib/__init__ matplotlib/pyplot matplotlib/dates google/protobuf/struct_pb2; do
-  printf 'from _synref_stub import _Stub\ndef __getattr__(name):\n    if name.startswith("__"): raise AttributeError(name)\n    return _Stub\n' > "$stubs/$m.py"
-done
-: > "$stubs/google/__init__.py"; : > "$stubs/google/protobuf/__init__.py"
-# So that the stock runner.py also runs on Python >= 3.10 with these stubs.
-printf 'import collections, collections.abc\nif not hasattr(collections, "Mapping"):\n    collections.Mapping = collections.abc.Mapping\n' > "$stubs/sitecustomize.py"
+"$here/scripts/synergy-stubs.sh" "$stubs"
 
 mkdir -p "$out"
 tmp=$(mktemp -d)

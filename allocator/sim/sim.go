@@ -78,9 +78,15 @@ func (s *SliceSource) Next() (trace.Job, bool, error) {
 	return s.Jobs[s.i-1], true, nil
 }
 
+// Generator draws a synthetic trace one job at a time (trace.Generator,
+// Gavel's; trace.SynergyGenerator, Synergy's).
+type Generator interface {
+	Next() (trace.Job, error)
+}
+
 // GeneratorSource draws an endless synthetic trace (or Limit jobs, if set).
 type GeneratorSource struct {
-	G     *trace.Generator
+	G     Generator
 	Limit int
 	n     int
 }

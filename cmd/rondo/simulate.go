@@ -40,10 +40,10 @@ type simulateCmd struct {
 // placeFlags are the CPU and memory placement options (allocator/placement,
 // docs/synergy.md).
 type placeFlags struct {
-	traceFormat, mode string
-	cpus, memGB       float64
-	synergyCompat     bool
-	onGPU             string // --profiles-on-gpu (simulate_het.go)
+	traceFormat, mode, classSplit string
+	cpus, memGB                   float64
+	synergyCompat                 bool
+	onGPU                         string // --profiles-on-gpu (simulate_het.go)
 }
 
 func newSimulate() *simulateCmd {
@@ -75,7 +75,8 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
 	f.Float64Var(&c.hidePairs, "hide-pairs", 0, "hide this fraction of the table's measured pairs (per GPU type, seeded by --seed) from the packing policy, which sees their matrix-completion estimates instead (estimator.HidePairs); they still run at the table's throughputs")
-	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default) or synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles)")
+	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default) or synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles); with --trace continuous or static, synergy draws Synergy's synthetic workload instead of Gavel's (models by class, Gavel-like durations, one GPU a job or with --multi-gpu 1/2/4/8, seeded by --seed: 42 is the reference's)")
+	f.StringVar(&c.place.classSplit, "class-split", "", "with --trace-format synergy and --trace continuous|static: percent of image/language/speech jobs (default 20/70/10; the paper also uses 33/33/33 and 50/0/50)")
 	f.StringVar(&c.place.mode, "placement", "", "CPU and memory placement: proportional, tune, greedy or opt (servers get --cpus-per-server and --mem-per-server; jobs run at their profile's speed for what they get)")
 	f.Float64Var(&c.place.cpus, "cpus-per-server", 0, "CPU cores per server, with --placement (default 3 per GPU)")
 	f.Float64Var(&c.place.memGB, "mem-per-server", 0, "memory per server in GB, with --placement (default 62.5 per GPU)")
@@ -172,9 +173,13 @@ func (c *simulateCmd) Run(args []string) int {
 	}
 	if o.Placement != nil && o.Placement.Compat {
 		// The reference's time model: rounds on the grid 1 + k × round
-		// (its static replay starts at t = 1 s), every job holding its
-		// resources to the round's end and finishing there.
+		// (its static replay starts at t = 1 s; its synthetic continuous
+		// workload at t = 0), every job holding its resources to the
+		// round's end and finishing there.
 		o.RoundGrid, o.GridOriginS, o.FinishAtRoundEnd = true, 1, true
+		if c.place.traceFormat == "synergy" && c.traceArg == "continuous" {
+			o.GridOriginS = 0
+		}
 	}
 	src, err := c.source(tb, nil)
 	if err != nil {

@@ -71,19 +71,28 @@ func (c *simulateCmd) simPlacement(cfg *rhcl.Config) (*sim.Placement, error) {
 	return p, nil
 }
 
-// synergyTrace reads --trace FILE with --trace-format synergy; ok is false
+// synergyTrace is --trace-format synergy: Synergy's synthetic workload
+// for --trace continuous or static, else --trace FILE read; ok is false
 // for other formats.
 func (c *simulateCmd) synergyTrace() (src sim.Source, ok bool, err error) {
 	switch c.place.traceFormat {
 	case "", "gavel":
+		if c.place.classSplit != "" {
+			return nil, false, fmt.Errorf("--class-split needs --trace-format synergy")
+		}
 		return nil, false, nil
 	case "synergy":
 	default:
 		return nil, false, fmt.Errorf("--trace-format %q: want gavel or synergy", c.place.traceFormat)
 	}
 	switch c.traceArg {
-	case "continuous", "static", "philly":
-		return nil, false, fmt.Errorf("--trace-format synergy reads a trace FILE (--trace FILE), not --trace %s", c.traceArg)
+	case "philly":
+		return nil, false, fmt.Errorf("--trace-format synergy: want --trace continuous, static or a trace FILE, not --trace philly")
+	case "continuous", "static":
+		return c.synergySynthetic()
+	}
+	if c.place.classSplit != "" {
+		return nil, false, fmt.Errorf("--class-split needs --trace continuous or static (a trace FILE has its models)")
 	}
 	jobs, err := trace.ReadSynergyFile(c.traceArg, synergy.Default())
 	if err != nil {
@@ -93,4 +102,34 @@ func (c *simulateCmd) synergyTrace() (src sim.Source, ok bool, err error) {
 		jobs = jobs[:c.jobs]
 	}
 	return &sim.SliceSource{Jobs: jobs}, true, nil
+}
+
+// synergySynthetic is Synergy's synthetic workload (trace.SynergyGenerator):
+// --trace continuous at --rate (jobs 4000-4999 measured unless --window or
+// --jobs says otherwise) or --trace static with --jobs N.
+func (c *simulateCmd) synergySynthetic() (sim.Source, bool, error) {
+	o := trace.SynergyOptions{Seed: c.seed, Rate: c.rate, MultiGPU: c.multiGPU}
+	if c.place.classSplit != "" {
+		split, err := trace.ParseSynergySplit(c.place.classSplit)
+		if err != nil {
+			return nil, false, fmt.Errorf("--%v", err)
+		}
+		o.Split = split
+	}
+	if c.traceArg == "static" {
+		o.Rate = 0
+		if c.jobs <= 0 {
+			return nil, false, fmt.Errorf("--trace static needs --jobs N")
+		}
+	} else if !(c.rate > 0) {
+		return nil, false, fmt.Errorf("--rate %v: want a positive number of jobs per hour", c.rate)
+	}
+	g, err := trace.NewSynergyGenerator(o)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.traceArg == "continuous" && c.window == "" && c.jobs == 0 {
+		c.window = "4000:5000"
+	}
+	return &sim.GeneratorSource{G: g, Limit: c.jobs}, true, nil
 }

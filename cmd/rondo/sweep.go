@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -14,7 +15,9 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/sim/sweep"
+	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/allocator/trace"
 )
 
 func init() {
@@ -24,9 +27,10 @@ func init() {
 type sweepCmd struct {
 	base
 	cluster, policies, rates, seeds, traceArg, window, tputFile, outDir, title string
+	traceFormat, classSplit                                                    string
 	perServer, jobs, parallel, maxActive                                       int
-	round, maxTime, cdfRate, yMax                                              float64
-	multiGPU, multiPriority, compat, ideal, resume, plotOnly                   bool
+	round, maxTime, cdfRate, yMax, cpus, memGB                                 float64
+	multiGPU, multiPriority, compat, ideal, resume, plotOnly, synergyCompat    bool
 }
 
 func newSweep() *sweepCmd {
@@ -35,7 +39,7 @@ func newSweep() *sweepCmd {
 	f := c.flags
 	f.StringVar(&c.cluster, "cluster", "v100=36,p100=36,k80=36", "GPUs per type")
 	f.IntVar(&c.perServer, "gpus-per-server", 1, "GPUs per server")
-	f.StringVar(&c.policies, "policies", "", "comma-separated policy specs: NAME[+ideal][+compat|+default]")
+	f.StringVar(&c.policies, "policies", "", "comma-separated policy specs: NAME[+ideal][+compat|+default][+proportional|+tune|+greedy|+opt] (the last: CPU/memory placement, servers sized by --cpus-per-server and --mem-per-server)")
 	f.StringVar(&c.rates, "rates", "0.4:6.0:0.4", "input rates, jobs/h: a list (0.8,2.4) or LO:HI:STEP")
 	f.StringVar(&c.seeds, "seeds", "0:2", "seeds: a list (0,1,2) or LO:HI (inclusive)")
 	f.StringVar(&c.traceArg, "trace", "continuous", "continuous or static")
@@ -54,6 +58,11 @@ func newSweep() *sweepCmd {
 	f.Float64Var(&c.cdfRate, "cdf-rate", 0, "rate of the JCT CDF plot (default: the highest rate every policy finished)")
 	f.BoolVar(&c.resume, "resume", false, "reuse the finished runs journaled in DIR/runs.jsonl by an earlier, interrupted sweep")
 	f.BoolVar(&c.plotOnly, "plot-only", false, "run nothing: summarize and plot the runs journaled in DIR/runs.jsonl")
+	f.StringVar(&c.traceFormat, "trace-format", "", "synergy: Synergy's synthetic workload (models by class, Gavel-like durations, --multi-gpu for its 1/2/4/8-GPU draws; seed 42 is the reference's) instead of Gavel's")
+	f.StringVar(&c.classSplit, "class-split", "", "with --trace-format synergy: percent of image/language/speech jobs (default 20/70/10)")
+	f.Float64Var(&c.cpus, "cpus-per-server", 0, "CPU cores per server for +PLACEMENT specs (default 3 per GPU)")
+	f.Float64Var(&c.memGB, "mem-per-server", 0, "memory per server in GB for +PLACEMENT specs (default 62.5 per GPU)")
+	f.BoolVar(&c.synergyCompat, "synergy-compat", false, "+PLACEMENT specs run in Synergy's reference model (two speeds, re-placed every round, its round grid; see rondo simulate)")
 	f.StringVar(&c.title, "title", "", "figure title")
 	f.Float64Var(&c.yMax, "ymax", 0, "top of the JCT axis, hours (0: automatic)")
 	return c
@@ -162,11 +171,14 @@ func (c *sweepCmd) Run(args []string) int {
 			Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat},
 			Throughputs: tb, Ideal: c.ideal, MaxTimeS: c.maxTime, MaxActive: c.maxActive,
 		}}
+	placing := false
 	for _, p := range strings.Split(c.policies, ",") {
 		if p = strings.TrimSpace(p); p != "" {
-			if _, err := sweep.ParseSpec(p); err != nil {
+			sp, err := sweep.ParseSpec(p)
+			if err != nil {
 				return c.fail(err)
 			}
+			placing = placing || sp.Placement != ""
 			cfg.Policies = append(cfg.Policies, p)
 		}
 	}
@@ -182,6 +194,9 @@ func (c *sweepCmd) Run(args []string) int {
 		}
 	default:
 		return c.fail(fmt.Errorf("--trace %q: want continuous or static", c.traceArg))
+	}
+	if err := c.placementOptions(&cfg, placing); err != nil {
+		return c.fail(err)
 	}
 	if c.window != "" {
 		if cfg.Options.WindowStart, cfg.Options.WindowEnd, err = parseWindow(c.window); err != nil {
@@ -211,7 +226,9 @@ func (c *sweepCmd) Run(args []string) int {
 	}
 	defer jf.Close()
 	start := time.Now()
+	executed := 0
 	cfg.Progress = func(done, total int, r *sweep.Run) {
+		executed++
 		if err := sweep.AppendJournal(jf, r); err != nil {
 			fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
 		}
@@ -240,8 +257,8 @@ func (c *sweepCmd) Run(args []string) int {
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),
 		ElapsedS: time.Since(start).Seconds(), Parallel: c.parallel}
 	rep.SimHours, rep.RunWallS = sweep.Throughput(runs)
-	if c.plotOnly {
-		rep.ElapsedS = 0 // nothing ran; the runs' own wall times are kept
+	if c.plotOnly || executed == 0 {
+		rep.ElapsedS = 0 // nothing ran (or all resumed); the runs' own wall times are kept
 	} else if rep.ElapsedS > 0 {
 		rep.SimHoursPerWallS = rep.SimHours / rep.ElapsedS
 	}
@@ -249,6 +266,17 @@ func (c *sweepCmd) Run(args []string) int {
 		return c.fail(err)
 	}
 	note := fmt.Sprintf("%s, seeds %s, %s", c.cluster, c.seeds, map[bool]string{true: "Gavel-compat mechanism", false: "Rondo mechanism"}[c.compat])
+	if p := cfg.Options.Placement; p != nil {
+		note = fmt.Sprintf("%s (%d per server, %g cores, %g GB), seeds %s, %s", c.cluster, c.perServer, p.CoresPerServer, p.MemGBPerServer, c.seeds,
+			map[bool]string{true: "Synergy-compat model", false: "Rondo's model"}[p.Compat])
+	}
+	if cfg.Trace.Synergy {
+		split := cfg.Trace.ClassSplit
+		if split == [3]float64{} {
+			split = trace.DefaultSynergySplit
+		}
+		note += fmt.Sprintf(", Synergy trace %g/%g/%g", split[0], split[1], split[2])
+	}
 	if c.multiGPU {
 		note += ", multi-GPU trace"
 	}
@@ -286,4 +314,62 @@ func (c *sweepCmd) Run(args []string) int {
 			len(runs), rep.SimHours, rep.ElapsedS, rep.SimHoursPerWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.parallel, c.outDir)
 	}
 	return 0
+}
+
+// placementOptions are the Synergy options: --trace-format synergy and
+// --class-split (the trace), and for +PLACEMENT specs the servers' cores
+// and memory and --synergy-compat (with the reference's time model).
+func (c *sweepCmd) placementOptions(cfg *sweep.Config, placing bool) error {
+	set := map[string]bool{}
+	c.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch c.traceFormat {
+	case "", "gavel":
+		if c.classSplit != "" {
+			return fmt.Errorf("--class-split needs --trace-format synergy")
+		}
+	case "synergy":
+		cfg.Trace.Synergy = true
+		if c.classSplit != "" {
+			split, err := trace.ParseSynergySplit(c.classSplit)
+			if err != nil {
+				return fmt.Errorf("--%v", err)
+			}
+			cfg.Trace.ClassSplit = split
+		}
+	default:
+		return fmt.Errorf("--trace-format %q: want gavel or synergy", c.traceFormat)
+	}
+	if !placing {
+		for _, name := range []string{"cpus-per-server", "mem-per-server", "synergy-compat"} {
+			if set[name] {
+				return fmt.Errorf("--%s needs a +PLACEMENT policy spec (e.g. fifo+tune)", name)
+			}
+		}
+		return nil
+	}
+	per := float64(max(c.perServer, 1))
+	p := &sim.Placement{CoresPerServer: synergy.BaseCoresPerGPU * per, MemGBPerServer: synergy.BaseMemGBPerGPU * per, Compat: c.synergyCompat}
+	if set["cpus-per-server"] {
+		if !(c.cpus > 0) || math.IsInf(c.cpus, 0) {
+			return fmt.Errorf("--cpus-per-server %v: want a positive number of cores", c.cpus)
+		}
+		p.CoresPerServer = c.cpus
+	}
+	if set["mem-per-server"] {
+		if !(c.memGB > 0) || math.IsInf(c.memGB, 0) {
+			return fmt.Errorf("--mem-per-server %v: want a positive number of GB", c.memGB)
+		}
+		p.MemGBPerServer = c.memGB
+	}
+	cfg.Options.Placement = p
+	if p.Compat {
+		// The reference's time model (as rondo simulate --synergy-compat):
+		// rounds on its grid (t = 0 for its continuous workload, 1 for a
+		// static one), jobs finishing at the round's end.
+		cfg.Options.RoundGrid, cfg.Options.FinishAtRoundEnd = true, true
+		if cfg.Trace.Static {
+			cfg.Options.GridOriginS = 1
+		}
+	}
+	return nil
 }

@@ -36,10 +36,42 @@ func TestSimulateSweepCommand(t *testing.T) {
 		{[]string{"simulate", "sweep", "--policies", "las", "--out", dir, "--rates", "1:0:1"}, "LO <= HI"},
 		{[]string{"simulate", "sweep", "--policies", "las+turbo", "--out", dir}, "unknown modifier"},
 		{[]string{"simulate", "sweep", "--policies", "las", "--out", dir, "--trace", "static"}, "needs --jobs"},
+		{[]string{"simulate", "sweep", "--policies", "fifo", "--out", dir, "--cpus-per-server", "24"}, "--cpus-per-server needs a +PLACEMENT policy spec"},
+		{[]string{"simulate", "sweep", "--policies", "fifo+tune", "--out", dir, "--mem-per-server", "0"}, "--mem-per-server 0: want a positive number"},
+		{[]string{"simulate", "sweep", "--policies", "fifo", "--out", dir, "--class-split", "20/70/10"}, "--class-split needs --trace-format synergy"},
+		{[]string{"simulate", "sweep", "--policies", "fifo", "--out", dir, "--trace-format", "csv"}, `--trace-format "csv"`},
+		{[]string{"simulate", "sweep", "--policies", "fifo", "--out", dir, "--trace-format", "synergy", "--class-split", "1/2"}, "want IMAGE/LANGUAGE/SPEECH"},
 	} {
 		code, _, errOut := runCaptured(t, tc.args...)
 		if code != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: code %d, stderr %q, want %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestSimulateSweepSynergy: placement specs on Synergy's workload, both
+// models; the figure's note names the servers, the model and the trace.
+func TestSimulateSweepSynergy(t *testing.T) {
+	for _, compat := range []string{"", "--synergy-compat"} {
+		dir := t.TempDir()
+		args := []string{"simulate", "sweep", "--trace-format", "synergy", "--cluster", "v100=16", "--gpus-per-server", "8", "--cpus-per-server", "24",
+			"--mem-per-server", "500", "--round", "300", "--policies", "fifo+proportional,fifo+tune", "--rates", "1,1.5", "--seeds", "42",
+			"--window", "20:60", "--out", dir}
+		if compat != "" {
+			args = append(args, compat)
+		}
+		code, out, errOut := runCaptured(t, args...)
+		if code != 0 {
+			t.Fatalf("%s: code %d: %s", compat, code, errOut)
+		}
+		if !strings.Contains(out, "fifo+tune") || !strings.Contains(out, "4 runs") || strings.Count(errOut, "avg JCT") != 4 {
+			t.Errorf("%s: output:\n%s\nstderr:\n%s", compat, out, errOut)
+		}
+		svg, err := os.ReadFile(filepath.Join(dir, "jct_vs_rate.svg"))
+		model := map[string]string{"": "Rondo&#39;s model", "--synergy-compat": "Synergy-compat model"}[compat]
+		if err != nil || !strings.Contains(string(svg), "24 cores, 500 GB") || !strings.Contains(string(svg), model) ||
+			!strings.Contains(string(svg), "Synergy trace 20/70/10") {
+			t.Errorf("%s: figure note: %v\n%s", compat, err, svg)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/trace"
 )
@@ -25,13 +26,22 @@ type Trace struct {
 	MultiPriority bool
 	// Jobs caps a continuous trace (0: endless) and sizes a static one.
 	Jobs int
+	// Synergy draws Synergy's synthetic workload (trace.SynergyGenerator,
+	// seeded by the run's seed; MultiGPU keeps its 1/2/4/8-GPU draws)
+	// instead of Gavel's; ClassSplit is its image/language/speech split
+	// (zero: 20/70/10). MultiPriority does not apply.
+	Synergy    bool
+	ClassSplit [3]float64
 }
 
 // Config is one sweep.
 type Config struct {
 	// Policies are specs: a policy name, optionally followed by modifiers
 	// "+ideal" (fluid baseline), "+compat" or "+default" (mechanism mode,
-	// overriding Options.Engine.GavelCompat). The spec labels the curve.
+	// overriding Options.Engine.GavelCompat), and a CPU/memory placement
+	// mode "+proportional", "+tune", "+greedy" or "+opt" (needs
+	// Options.Placement: its servers and compat setting; the spec's mode
+	// replaces its Mode). The spec labels the curve.
 	Policies []string
 	Rates    []float64
 	Seeds    []int64
@@ -73,9 +83,11 @@ type Spec struct {
 	Policy string
 	Ideal  bool
 	Compat *bool
+	// Placement is the CPU/memory placement mode ("" : none).
+	Placement placement.Mode
 }
 
-// ParseSpec reads "name[+ideal][+compat|+default]".
+// ParseSpec reads "name[+ideal][+compat|+default][+proportional|+tune|+greedy|+opt]".
 func ParseSpec(s string) (Spec, error) {
 	parts := strings.Split(strings.TrimSpace(s), "+")
 	sp := Spec{Label: strings.TrimSpace(s), Policy: strings.TrimSpace(parts[0])}
@@ -92,8 +104,13 @@ func ParseSpec(s string) (Spec, error) {
 		case "default":
 			v := false
 			sp.Compat = &v
+		case string(placement.Proportional), string(placement.Tune), string(placement.Greedy), string(placement.Opt):
+			if sp.Placement != "" {
+				return sp, fmt.Errorf("sweep: two placement modes in %q", s)
+			}
+			sp.Placement = placement.Mode(strings.TrimSpace(m))
 		default:
-			return sp, fmt.Errorf("sweep: unknown modifier %q in %q (want ideal, compat or default)", m, s)
+			return sp, fmt.Errorf("sweep: unknown modifier %q in %q (want ideal, compat, default, proportional, tune, greedy or opt)", m, s)
 		}
 	}
 	return sp, nil
@@ -133,6 +150,9 @@ func Execute(cfg Config) ([]Run, error) {
 		if err != nil {
 			return nil, err
 		}
+		if sp.Placement != "" && cfg.Options.Placement == nil {
+			return nil, fmt.Errorf("sweep: %q: a placement mode needs servers with cores and memory (Options.Placement)", p)
+		}
 		for _, r := range rates {
 			for _, s := range cfg.Seeds {
 				tasks = append(tasks, task{idx: len(tasks), spec: sp, rate: r, seed: s})
@@ -161,7 +181,7 @@ func Execute(cfg Config) ([]Run, error) {
 		if queue[i].rate != queue[j].rate {
 			return queue[i].rate > queue[j].rate
 		}
-		return costRank(queue[i].spec.Policy) > costRank(queue[j].spec.Policy)
+		return costRank(queue[i].spec) > costRank(queue[j].spec)
 	})
 	par := cfg.Parallel
 	if par <= 0 {
@@ -195,9 +215,12 @@ func Execute(cfg Config) ([]Run, error) {
 	return runs, nil
 }
 
-// costRank orders policies by their cost at high load, most costly first.
-func costRank(policy string) int {
-	switch {
+// costRank orders policies by their cost at high load, most costly first
+// (OPT placement solves an integer program every round).
+func costRank(sp Spec) int {
+	switch policy := sp.Policy; {
+	case sp.Placement == placement.Opt:
+		return 3
 	case policy == "gandiva":
 		return 2
 	case strings.HasSuffix(policy, "_packed"):
@@ -228,8 +251,21 @@ func runOne(cfg Config, t task) (out Run) {
 	if t.spec.Compat != nil {
 		o.Engine.GavelCompat = *t.spec.Compat
 	}
-	g, err := trace.NewGenerator(trace.Options{Seed: t.seed, Rate: t.rate, MultiGPU: cfg.Trace.MultiGPU,
-		MultiPriority: cfg.Trace.MultiPriority, Throughputs: o.Throughputs})
+	if t.spec.Placement != "" {
+		p := *o.Placement
+		mode := t.spec.Placement
+		p.Mode = func(string) placement.Mode { return mode }
+		o.Placement = &p
+	}
+	var g sim.Generator
+	var err error
+	if cfg.Trace.Synergy {
+		g, err = trace.NewSynergyGenerator(trace.SynergyOptions{Seed: t.seed, Rate: t.rate, MultiGPU: cfg.Trace.MultiGPU,
+			Split: cfg.Trace.ClassSplit})
+	} else {
+		g, err = trace.NewGenerator(trace.Options{Seed: t.seed, Rate: t.rate, MultiGPU: cfg.Trace.MultiGPU,
+			MultiPriority: cfg.Trace.MultiPriority, Throughputs: o.Throughputs})
+	}
 	if err != nil {
 		out.Error = err.Error()
 		return out

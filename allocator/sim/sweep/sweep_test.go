@@ -15,7 +15,9 @@ import (
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/sim"
+	"github.com/rondo-sched/rondo/allocator/trace"
 )
 
 func smallConfig() Config {
@@ -246,6 +248,16 @@ func TestParseSpec(t *testing.T) {
 	if _, err := ParseSpec("las+fast"); err == nil {
 		t.Error("unknown modifier accepted")
 	}
+	if sp, err := ParseSpec("fifo+tune"); err != nil || sp.Policy != "fifo" || sp.Placement != placement.Tune || sp.Label != "fifo+tune" {
+		t.Errorf("fifo+tune: %+v %v", sp, err)
+	}
+	if _, err := ParseSpec("fifo+tune+opt"); err == nil || !strings.Contains(err.Error(), "two placement modes") {
+		t.Errorf("fifo+tune+opt: %v", err)
+	}
+	if _, err := Execute(Config{Policies: []string{"fifo+tune"}, Seeds: []int64{0}, Rates: []float64{1}}); err == nil ||
+		!strings.Contains(err.Error(), "needs servers with cores and memory") {
+		t.Errorf("placement without servers: %v", err)
+	}
 	if _, err := Execute(Config{Policies: []string{"las"}, Seeds: []int64{0}, Rates: []float64{-1}}); err == nil {
 		t.Error("negative rate accepted")
 	}
@@ -325,5 +337,60 @@ func TestStartOrderLongestFirst(t *testing.T) {
 		"max_min_fairness_packed@0.15", "max_min_fairness_packed@0.3"}
 	if !slices.Equal(got, wantRuns) {
 		t.Errorf("results %v, want %v", got, wantRuns)
+	}
+}
+
+// TestSynergySweep: placement specs over Synergy's synthetic workload on a
+// small cluster of Synergy servers: every run is the one rondo simulate
+// would make (same trace, seed, mode and model), TUNE is not slower than
+// proportional, and the compat model runs on the reference's grid.
+func TestSynergySweep(t *testing.T) {
+	for _, compat := range []bool{false, true} {
+		cfg := Config{
+			Policies: []string{"fifo+proportional", "fifo+tune"},
+			Rates:    []float64{1.5},
+			Seeds:    []int64{42},
+			Trace:    Trace{Synergy: true},
+			Options: sim.Options{
+				Cluster:     sim.Cluster{Types: map[string]int{"v100": 16}, GPUsPerServer: 8},
+				Engine:      engine.Config{RoundS: 300},
+				WindowStart: 20, WindowEnd: 80,
+				Placement: &sim.Placement{CoresPerServer: 24, MemGBPerServer: 500, Compat: compat},
+			},
+			Parallel: 2,
+		}
+		if compat {
+			cfg.Options.RoundGrid, cfg.Options.FinishAtRoundEnd = true, true
+		}
+		runs, err := Execute(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, mode := range []placement.Mode{placement.Proportional, placement.Tune} {
+			r := runs[i]
+			if !r.Finished() || len(r.JCTs) != 60 {
+				t.Fatalf("compat %v %s: error %q, %d JCTs", compat, r.Policy, r.Error, len(r.JCTs))
+			}
+			g, err := trace.NewSynergyGenerator(trace.SynergyOptions{Seed: 42, Rate: 1.5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := cfg.Options
+			o.Engine.Policy, o.Engine.Seed = "fifo", 42
+			p := *o.Placement
+			p.Mode = func(string) placement.Mode { return mode }
+			o.Placement = &p
+			want, err := sim.Run(&sim.GeneratorSource{G: g}, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Result.AvgJCTS != want.AvgJCTS || r.Result.Rounds != want.Rounds {
+				t.Errorf("compat %v %s: avg JCT %v in %d rounds, a direct run %v in %d", compat, r.Policy,
+					r.Result.AvgJCTS, r.Result.Rounds, want.AvgJCTS, want.Rounds)
+			}
+		}
+		if prop, tune := runs[0].Result.AvgJCTS, runs[1].Result.AvgJCTS; tune > prop {
+			t.Errorf("compat %v: TUNE %.0f s, proportional %.0f s", compat, tune, prop)
+		}
 	}
 }
