@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -11,33 +12,29 @@ import (
 
 // firstFit re-places every job of the plan as Synergy's reference
 // simulator does (--synergy-compat, Options.FirstFit; one mode, jobs alone
-// on their GPUs): from an empty cluster, jobs in the plan's (policy) order,
-// each GPU taken by first fit in GPU order where its server still holds the
-// job's per-GPU demand. proportional asks for the share; greedy for the
-// best case, skipping a job that does not fit; tune for the best case, else
-// the share (when the best case exceeds it), else it shrinks the jobs
-// placed on one server (the one with the fewest free GPUs) back to the
-// share, most cores per GPU first, and tries again. Jobs keep no GPUs: the
-// plan's assignments get the GPUs chosen here and intents are re-derived.
+// on their GPUs): from an empty cluster, jobs in queue order, each GPU
+// taken by first fit in GPU order where its server still holds the job's
+// per-GPU demand. proportional asks for the share; greedy for the best
+// case, skipping a job that does not fit; tune for the best case, else the
+// share (when the best case exceeds it), else it shrinks the jobs placed on
+// one server (the one with the fewest free GPUs) back to the share, most
+// cores per GPU first, and tries again. Jobs keep no GPUs: the plan's
+// assignments get the GPUs chosen here and intents are re-derived.
 //
-// order, when set, is the reference's queue: the plan's jobs are placed in
-// that order, and with backfill under GREEDY, as the reference walks its
-// whole queue, a job after those the plan holds runs where its best case
-// fits on GPUs left free.
-func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, prof func(*engine.Job, int) *synergy.Profile, order []string, backfill bool) (map[string]Grant, map[string]bool) {
-	if order != nil {
-		rank := make(map[string]int, len(order))
-		for i, id := range order {
-			rank[id] = i
-		}
-		sort.SliceStable(p.Assignments, func(a, b int) bool {
-			ra, oka := rank[p.Assignments[a].Jobs[0]]
-			rb, okb := rank[p.Assignments[b].Jobs[0]]
-			return oka && (!okb || ra < rb)
-		})
-	}
+// order, when set, is the reference's queue and it, not the plan, decides
+// which unshared jobs run, as the reference's policies are sort keys over
+// an empty cluster: with walk (its FIFO, SRTF, FTF) each job in turn runs
+// if enough GPUs are free and it fits, else is skipped and the walk goes
+// on; without (its LAS) the jobs whose GPU counts fit the free count are
+// listed first, then placed (TUNE: most GPUs first), and one that does not
+// fit leaves its GPUs idle. Without order the plan's jobs are placed in
+// the plan's order. Plan jobs that do not run are returned as skipped.
+func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, prof func(*engine.Job, int) *synergy.Profile, order []string, walk bool) (map[string]Grant, map[string]bool) {
 	type ffJob struct {
 		id     string
+		typ    string
+		n      int
+		a      int // index of its plan assignment, -1: none
 		gpus   []string
 		c, m   float64 // per GPU
 		shareC float64
@@ -50,21 +47,38 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 		jobs         []*ffJob
 	}
 	srv := map[string]*ffSrv{}
+	srvList := make([]*ffSrv, 0, len(servers))
 	for _, sv := range servers {
 		srv[sv.ID] = &ffSrv{Server: sv, freeC: sv.Cores, freeM: sv.MemGB}
+		srvList = append(srvList, srv[sv.ID])
 	}
+	sort.Slice(srvList, func(a, b int) bool { return srvList[a].ID < srvList[b].ID })
 	byType := map[string][]engine.GPU{}
+	gpuSrv := map[string]*ffSrv{}
 	for _, g := range s.GPUs {
 		if !g.Failed && srv[g.Server] != nil {
 			byType[g.Type] = append(byType[g.Type], g)
 			srv[g.Server].freeGPUs++
+			gpuSrv[g.ID] = srv[g.Server]
 		}
 	}
 	used := map[string]bool{}
+	shared := map[string]bool{}
 	for _, a := range p.Assignments {
 		if len(a.Jobs) != 1 {
 			for _, g := range a.GPUs {
 				used[g] = true
+			}
+			for _, id := range a.Jobs {
+				shared[id] = true
+			}
+		}
+	}
+	freeOf := map[string]int{}
+	for t, gs := range byType {
+		for _, g := range gs {
+			if !used[g.ID] {
+				freeOf[t]++
 			}
 		}
 	}
@@ -72,14 +86,60 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 	for i := range s.Jobs {
 		jobs[s.Jobs[i].ID] = &s.Jobs[i]
 	}
-	grants := map[string]Grant{}
-	skipped := map[string]bool{}
-	gpuSrv := map[string]*ffSrv{}
-	for _, gs := range byType {
-		for _, g := range gs {
-			gpuSrv[g.ID] = srv[g.Server]
+
+	// The candidates, in queue order.
+	var queue []*ffJob
+	planned := map[string]int{}
+	for ai, a := range p.Assignments {
+		if len(a.Jobs) == 1 && len(a.GPUs) > 0 && gpuSrv[a.GPUs[0]] != nil {
+			planned[a.Jobs[0]] = ai
 		}
 	}
+	add := func(id string) {
+		if ai, ok := planned[id]; ok {
+			a := p.Assignments[ai]
+			queue = append(queue, &ffJob{id: id, typ: a.Type, n: len(a.GPUs), a: ai})
+			return
+		}
+		ej := jobs[id]
+		if ej == nil || shared[id] {
+			return
+		}
+		for _, t := range sortedTypes(byType) {
+			if ej.Throughput[t] > 0 {
+				queue = append(queue, &ffJob{id: id, typ: t, n: max(ej.ScaleFactor, 1), a: -1})
+				return
+			}
+		}
+	}
+	if order == nil {
+		for ai, a := range p.Assignments {
+			if len(a.Jobs) == 1 && planned[a.Jobs[0]] == ai {
+				add(a.Jobs[0])
+			}
+		}
+	} else {
+		for _, id := range order {
+			add(id)
+		}
+		if !walk {
+			// The reference's LAS lists the jobs whose GPU counts fit
+			// the free count, then places only those.
+			listed := queue[:0]
+			free := maps.Clone(freeOf)
+			for _, j := range queue {
+				if j.n <= free[j.typ] {
+					free[j.typ] -= j.n
+					listed = append(listed, j)
+				}
+			}
+			queue = listed
+			if mode == Tune {
+				sort.SliceStable(queue, func(a, b int) bool { return queue[a].n > queue[b].n })
+			}
+		}
+	}
+
 	// try takes n GPUs of typ by first fit at (c, m) per GPU.
 	try := func(typ string, n int, c, m float64) []string {
 		var got []string
@@ -113,150 +173,130 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 				sv.jobs = append(sv.jobs, j)
 			}
 		}
+		freeOf[j.typ] -= len(gpus)
 	}
+	// shrink frees cores and memory for n GPUs at (c, m) on the server
+	// with the fewest free GPUs that has enough of them, taking the jobs
+	// placed there back to their share, most cores per GPU first.
+	shrink := func(n int, c, m float64) {
+		var best *ffSrv
+		for _, sv := range srvList {
+			if sv.freeGPUs >= n && (best == nil || sv.freeGPUs < best.freeGPUs) {
+				best = sv
+			}
+		}
+		if best == nil {
+			return
+		}
+		peers := append([]*ffJob(nil), best.jobs...)
+		sort.SliceStable(peers, func(x, y int) bool {
+			if peers[x].c != peers[y].c {
+				return peers[x].c > peers[y].c
+			}
+			return peers[x].m > peers[y].m
+		})
+		for _, o := range peers {
+			if best.freeC+1e-9 >= float64(n)*c && best.freeM+1e-9 >= float64(n)*m {
+				return
+			}
+			nc, nm := math.Min(o.c, o.shareC), math.Min(o.m, o.shareM)
+			for _, g := range o.gpus {
+				gpuSrv[g].freeC += o.c - nc
+				gpuSrv[g].freeM += o.m - nm
+			}
+			o.c, o.m = nc, nm
+		}
+	}
+
+	grants := map[string]Grant{}
+	skipped := map[string]bool{}
 	var placed []*ffJob
-	for ai := range p.Assignments {
-		a := &p.Assignments[ai]
-		if len(a.Jobs) != 1 {
-			continue // shared units keep their GPUs (no sharing in compat runs)
-		}
-		n := len(a.GPUs)
-		first := srv[gpuServerOf(s, a.GPUs[0])]
-		if first == nil {
+	for _, j := range queue {
+		if freeOf[j.typ] < j.n || len(byType[j.typ]) == 0 {
+			if j.a >= 0 {
+				skipped[j.id] = true
+			}
 			continue
 		}
-		shareC, shareM := first.Cores/float64(first.GPUs), first.MemGB/float64(first.GPUs)
-		j := &ffJob{id: a.Jobs[0], c: shareC, m: shareM, shareC: shareC, shareM: shareM}
+		first := gpuSrv[byType[j.typ][0].ID]
+		if j.a >= 0 {
+			first = gpuSrv[p.Assignments[j.a].GPUs[0]]
+		}
+		j.shareC, j.shareM = first.Cores/float64(first.GPUs), first.MemGB/float64(first.GPUs)
+		j.c, j.m = j.shareC, j.shareM
 		if mode != Proportional {
-			if pr := prof(jobs[j.id], n); pr != nil {
+			j.c, j.m = synergy.Flat().CoresPerGPUBest, synergy.Flat().MemGBPerGPUBest
+			if pr := prof(jobs[j.id], j.n); pr != nil {
 				j.c, j.m = pr.CoresPerGPUBest, pr.MemGBPerGPUBest
-			} else {
-				j.c, j.m = synergy.Flat().CoresPerGPUBest, synergy.Flat().MemGBPerGPUBest
 			}
 		}
-		gpus := try(a.Type, n, j.c, j.m)
-		if gpus == nil && mode == Greedy {
-			skipped[j.id] = true
-			continue
-		}
+		gpus := try(j.typ, j.n, j.c, j.m)
 		if gpus == nil && mode == Tune {
-			if j.c > shareC+1e-9 || j.m > shareM+1e-9 {
-				j.c, j.m = shareC, shareM
+			if j.c > j.shareC+1e-9 || j.m > j.shareM+1e-9 {
+				j.c, j.m = j.shareC, j.shareM
 			}
-			if gpus = try(a.Type, n, j.c, j.m); gpus == nil {
-				// Shrink on the server with the fewest free GPUs that has
-				// enough of them, most cores per GPU first.
-				var best *ffSrv
-				for _, sv := range sortedFF(srv, func(x *ffSrv) string { return x.ID }) {
-					if sv.freeGPUs >= n && (best == nil || sv.freeGPUs < best.freeGPUs) {
-						best = sv
-					}
-				}
-				if best != nil {
-					peers := append([]*ffJob(nil), best.jobs...)
-					sort.SliceStable(peers, func(x, y int) bool {
-						if peers[x].c != peers[y].c {
-							return peers[x].c > peers[y].c
-						}
-						return peers[x].m > peers[y].m
-					})
-					for _, o := range peers {
-						if best.freeC+1e-9 >= float64(n)*j.c && best.freeM+1e-9 >= float64(n)*j.m {
-							break
-						}
-						nc, nm := math.Min(o.c, o.shareC), math.Min(o.m, o.shareM)
-						for _, g := range o.gpus {
-							gpuSrv[g].freeC += o.c - nc
-							gpuSrv[g].freeM += o.m - nm
-						}
-						o.c, o.m = nc, nm
-					}
-				}
-				gpus = try(a.Type, n, j.c, j.m)
+			if gpus = try(j.typ, j.n, j.c, j.m); gpus == nil {
+				shrink(j.n, j.c, j.m)
+				gpus = try(j.typ, j.n, j.c, j.m)
 			}
 		}
 		if gpus == nil {
-			continue // cannot happen for proportional; keeps the engine's GPUs
+			// GREEDY's skip (the others always fit: the shares add up
+			// to a server).
+			if j.a >= 0 {
+				skipped[j.id] = true
+			}
+			continue
 		}
 		take(j, gpus)
 		placed = append(placed, j)
+		a := engine.Assignment{Jobs: []string{j.id}, Type: j.typ}
+		if j.a >= 0 {
+			a = p.Assignments[j.a]
+		}
 		a.GPUs = gpus
-		a.Servers = a.Servers[:0]
+		a.Servers = nil
 		for _, g := range gpus {
-			id := gpuSrv[g].ID
-			if len(a.Servers) == 0 || a.Servers[len(a.Servers)-1] != id {
+			if id := gpuSrv[g].ID; len(a.Servers) == 0 || a.Servers[len(a.Servers)-1] != id {
 				a.Servers = append(a.Servers, id)
 			}
 		}
 		a.Action = engine.Start
-	}
-	if mode == Greedy && backfill {
-		inPlan := map[string]bool{}
-		for _, a := range p.Assignments {
-			for _, id := range a.Jobs {
-				inPlan[id] = true
-			}
-		}
-		for _, id := range order {
-			ej := jobs[id]
-			if ej == nil || inPlan[id] {
-				continue
-			}
-			typ := ""
-			for _, t := range sortedTypes(byType) {
-				if ej.Throughput[t] > 0 {
-					typ = t
-					break
-				}
-			}
-			if typ == "" {
-				continue
-			}
-			n := max(ej.ScaleFactor, 1)
-			c, m := synergy.Flat().CoresPerGPUBest, synergy.Flat().MemGBPerGPUBest
-			if pr := prof(ej, n); pr != nil {
-				c, m = pr.CoresPerGPUBest, pr.MemGBPerGPUBest
-			}
-			gpus := try(typ, n, c, m)
-			if gpus == nil {
-				continue
-			}
-			j := &ffJob{id: id, c: c, m: m}
-			take(j, gpus)
-			placed = append(placed, j)
-			a := engine.Assignment{Jobs: []string{id}, Type: typ, GPUs: gpus, Action: engine.Start}
-			for _, g := range gpus {
-				if sid := gpuSrv[g].ID; len(a.Servers) == 0 || a.Servers[len(a.Servers)-1] != sid {
-					a.Servers = append(a.Servers, sid)
-				}
-			}
+		if j.a >= 0 {
+			p.Assignments[j.a] = a
+		} else {
 			p.Assignments = append(p.Assignments, a)
-			p.Suspend = slices.DeleteFunc(p.Suspend, func(x string) bool { return x == id })
+			p.Suspend = slices.DeleteFunc(p.Suspend, func(x string) bool { return x == j.id })
 		}
+	}
+	// Plan jobs the queue never reached (LAS's list, or after the cluster
+	// filled) do not run either.
+	reached := make(map[string]bool, len(queue))
+	for _, j := range queue {
+		reached[j.id] = true
+	}
+	for id := range planned {
+		if !reached[id] {
+			skipped[id] = true
+		}
+	}
+	if order != nil {
+		// Assignments in placement order, as the reference's.
+		rank := make(map[string]int, len(placed))
+		for i, j := range placed {
+			rank[j.id] = i
+		}
+		sort.SliceStable(p.Assignments, func(a, b int) bool {
+			ra, oka := rank[p.Assignments[a].Jobs[0]]
+			rb, okb := rank[p.Assignments[b].Jobs[0]]
+			return oka && (!okb || ra < rb)
+		})
 	}
 	for _, j := range placed {
 		n := float64(len(j.gpus))
 		grants[j.id] = Grant{Cores: j.c * n, MemGB: j.m * n}
 	}
 	return grants, skipped
-}
-
-func gpuServerOf(s *engine.Snapshot, gpu string) string {
-	for _, g := range s.GPUs {
-		if g.ID == gpu {
-			return g.Server
-		}
-	}
-	return ""
-}
-
-func sortedFF[T any](m map[string]T, key func(T) string) []T {
-	out := make([]T, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	sort.Slice(out, func(a, b int) bool { return key(out[a]) < key(out[b]) })
-	return out
 }
 
 func sortedTypes(m map[string][]engine.GPU) []string {

@@ -36,8 +36,10 @@ type Stage struct {
 	// (the job is then insensitive) or learn.
 	Warn func(job, msg string)
 	// Order, when set, is the snapshot's jobs in the queue order of
-	// Synergy's reference (Options.FirstFit): the plan's jobs are placed in
-	// it, and with Backfill GREEDY goes on down it past the plan's jobs.
+	// Synergy's reference (Options.FirstFit): it, not the plan, decides
+	// which unshared jobs run (firstfit.go). Backfill: the queue is walked
+	// to its end, skipping what does not fit (the reference's FIFO, SRTF,
+	// FTF); else the jobs whose GPU counts fit are listed first (its LAS).
 	Order    func(s *engine.Snapshot) []string
 	Backfill bool
 	// Learn, when set, learns the profiles of jobs without a named one

@@ -1,10 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -184,10 +184,10 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 	}
 	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.prof.table,
 		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil}}
-	if p.Compat {
-		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy)
-		if c, err := names.Canonical(s.o.Engine.Policy); err == nil {
-			s.compatResets = strings.HasPrefix(c, "shortest_job_first") || strings.HasPrefix(c, "finish_time_fairness")
+	if st.Options.FirstFit {
+		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy, s.baseThroughput)
+		if st.Order != nil {
+			st.Next = referenceQueue{}
 		}
 	}
 	s.prof.stage = st
@@ -202,6 +202,29 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 		return typedStage{s}, nil
 	}
 	return st, nil
+}
+
+// referenceQueue stands in for the policy under --synergy-compat when the
+// reference's queue decides who runs (compatOrder, placement's firstFit):
+// the plan starts empty, every running job suspended, and the stage fills
+// it. Solving the policy would be wasted, and slow: FTF's program over the
+// hundreds of jobs the reference's FTF starves.
+type referenceQueue struct{}
+
+func (referenceQueue) Round(s *engine.Snapshot) (*engine.Plan, error) {
+	p := &engine.Plan{TimeS: s.TimeS}
+	active := make(map[string]bool, len(s.Jobs))
+	for i := range s.Jobs {
+		active[s.Jobs[i].ID] = true
+	}
+	for _, a := range s.Running {
+		for _, id := range a.Jobs {
+			if active[id] {
+				p.Suspend = append(p.Suspend, id)
+			}
+		}
+	}
+	return p, nil
 }
 
 // hideProfiles hands the stage the snapshot without the jobs' profile
@@ -296,41 +319,74 @@ func (s *simulator) compatOrderSpeeds() bool {
 	return m == placement.Tune || m == placement.Greedy
 }
 
-// compatOrder is the reference's queue order under --synergy-compat, in
-// which the stage places the plan's jobs, and whether GREEDY backfills down
-// it: FIFO by arrival, SRTF by remaining time (at the speed the policy
-// sees), both backfilling; LAS by attained service (time run × GPUs), then
-// arrival, without backfill, as the reference. Its FTF order (ρ ascending)
-// is not a Rondo policy's: nil.
-func compatOrder(policy string) (func(*engine.Snapshot) []string, bool) {
+// compatOrder is the reference's queue under --synergy-compat, which
+// decides the jobs that run (placement's firstFit), and whether it is
+// walked to its end (backfill): FIFO by arrival, SRTF by remaining time
+// (at the speed the policy sees), both walked; LAS by attained service
+// (time run × GPUs), then arrival, listed first, as the reference; FTF by
+// ρ = (now − arrival + remaining time) / isolated time at the
+// proportional share, ascending as the reference sorts it (the job least
+// behind its fair finish first, the reverse of Themis's FTF, which is
+// Rondo's own: docs/synergy/reference-notes.md §4), walked. base is a
+// job's throughput at the proportional share. Other policies: nil (the
+// plan's jobs in the plan's order).
+func compatOrder(policy string, base func(id string) float64) (func(*engine.Snapshot) []string, bool) {
 	c, err := names.Canonical(policy)
 	if err != nil {
 		return nil, false
 	}
+	// The reference's SRTF, LAS and FTF put first, whatever their key, the
+	// jobs that had waited over 1000 hours since arrival at an earlier
+	// round (its "priority bump": the time since a job's last execution,
+	// whose start time its simulation never sets); FIFO ignores it.
+	bumped := map[string]bool{}
+	bump := !strings.HasPrefix(c, "fifo")
 	sorted := func(s *engine.Snapshot, key func(j *engine.Job) float64) []string {
-		k := make(map[string]float64, len(s.Jobs))
-		out := make([]string, len(s.Jobs))
-		for i := range s.Jobs {
-			k[s.Jobs[i].ID] = key(&s.Jobs[i])
-			out[i] = s.Jobs[i].ID // arrival order breaks ties
+		type keyed struct {
+			id       string
+			bumped   bool
+			k        float64
+			arrivalI int
 		}
-		sort.SliceStable(out, func(a, b int) bool { return k[out[a]] < k[out[b]] })
+		ks := make([]keyed, len(s.Jobs))
+		aged := map[string]bool{}
+		for i := range s.Jobs {
+			j := &s.Jobs[i]
+			ks[i] = keyed{j.ID, bump && bumped[j.ID], key(j), i}
+			if bumped[j.ID] || s.TimeS-j.ArrivalS > compatBumpS {
+				aged[j.ID] = true
+			}
+		}
+		bumped = aged
+		// Arrival order (the snapshot's) breaks ties.
+		slices.SortFunc(ks, func(a, b keyed) int {
+			if a.bumped != b.bumped {
+				if a.bumped {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.arrivalI, b.arrivalI))
+		})
+		out := make([]string, len(ks))
+		for i, k := range ks {
+			out[i] = k.id
+		}
 		return out
 	}
 	switch {
 	case strings.HasPrefix(c, "fifo"):
 		return func(s *engine.Snapshot) []string { return sorted(s, func(*engine.Job) float64 { return 0 }) }, true
 	case strings.HasPrefix(c, "shortest_job_first"):
+		return func(s *engine.Snapshot) []string { return sorted(s, remainingS) }, true
+	case strings.HasPrefix(c, "finish_time_fairness"):
 		return func(s *engine.Snapshot) []string {
 			return sorted(s, func(j *engine.Job) float64 {
-				best := 0.0
-				for _, v := range j.Throughput {
-					best = math.Max(best, v)
-				}
-				if best <= 0 {
+				b := base(j.ID)
+				if b <= 0 || j.TotalSteps <= 0 {
 					return math.Inf(1)
 				}
-				return j.RemainingSteps / best
+				return (s.TimeS - j.ArrivalS + remainingS(j)) / (j.TotalSteps / b)
 			})
 		}, true
 	case strings.HasPrefix(c, "max_min_fairness"):
@@ -345,4 +401,34 @@ func compatOrder(policy string) (func(*engine.Snapshot) []string, bool) {
 		}, false
 	}
 	return nil, false
+}
+
+// compatBumpS is the reference's starvation bound: 1000 hours.
+const compatBumpS = 1000 * 3600
+
+// remainingS is a job's remaining time at the best throughput the policy
+// sees for it (+Inf where it cannot run).
+func remainingS(j *engine.Job) float64 {
+	best := 0.0
+	for _, v := range j.Throughput {
+		best = math.Max(best, v)
+	}
+	if best <= 0 {
+		return math.Inf(1)
+	}
+	return j.RemainingSteps / best
+}
+
+// baseThroughput is an active job's best throughput at the proportional
+// share (what its snapshot shows before compatOrderSpeed); 0 if gone.
+func (s *simulator) baseThroughput(id string) float64 {
+	js := s.byIDs[id]
+	if js == nil {
+		return 0
+	}
+	best := 0.0
+	for _, v := range js.tput {
+		best = math.Max(best, v)
+	}
+	return best
 }

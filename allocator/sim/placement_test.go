@@ -41,9 +41,8 @@ func synergyRun(t *testing.T, file, policy string, mode placement.Mode, compat b
 
 // TestSynergyCompat: with --synergy-compat, Rondo matches Synergy's
 // reference simulator within 2% (average JCT and makespan,
-// docs/synergy/reference.json) on the configurations listed: 15 of 24; the
-// others (LAS on the dynamic trace, FTF) are different policies there
-// (docs/synergy.md says why).
+// docs/synergy/reference.json) in all 24 configurations: both traces, FIFO,
+// LAS, SRTF and FTF, proportional, TUNE and GREEDY.
 func TestSynergyCompat(t *testing.T) {
 	b, err := os.ReadFile("../../docs/synergy/reference.json")
 	if err != nil {
@@ -66,17 +65,20 @@ func TestSynergyCompat(t *testing.T) {
 		t.Fatalf("no reference for %s %s", tr, pol)
 		return 0, 0
 	}
-	P, T, G := placement.Proportional, placement.Tune, placement.Greedy
-	for _, c := range []struct {
+	rondo := map[string]string{"fifo": "fifo", "las": "max_min_fairness", "srtf": "srtf", "ftf": "ftf"}
+	type cfg struct {
 		trace, policy, rondo string
 		mode                 placement.Mode
-	}{
-		{"static", "fifo", "fifo", P}, {"static", "fifo", "fifo", T}, {"static", "fifo", "fifo", G},
-		{"static", "las", "max_min_fairness", P}, {"static", "las", "max_min_fairness", T}, {"static", "las", "max_min_fairness", G},
-		{"static", "srtf", "srtf", P}, {"static", "srtf", "srtf", T}, {"static", "srtf", "srtf", G},
-		{"dynamic", "fifo", "fifo", P}, {"dynamic", "fifo", "fifo", T}, {"dynamic", "fifo", "fifo", G},
-		{"dynamic", "srtf", "srtf", P}, {"dynamic", "srtf", "srtf", T}, {"dynamic", "srtf", "srtf", G},
-	} {
+	}
+	var cases []cfg
+	for _, tr := range []string{"static", "dynamic"} {
+		for _, pol := range []string{"fifo", "las", "srtf", "ftf"} {
+			for _, m := range []placement.Mode{placement.Proportional, placement.Tune, placement.Greedy} {
+				cases = append(cases, cfg{tr, pol, rondo[pol], m})
+			}
+		}
+	}
+	for _, c := range cases {
 		r := synergyRun(t, c.trace+"-100.csv", c.rondo, c.mode, true)
 		jct, mk := want(c.trace, c.policy, c.mode)
 		if d := math.Abs(r.AvgJCTS/jct - 1); d > 0.02 {

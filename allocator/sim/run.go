@@ -75,9 +75,6 @@ type simulator struct {
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
 	srvGPUs map[string]int
-	// compatResets: the policy orders by speed (SRTF, FTF), re-ordered
-	// every round in --synergy-compat TUNE/GREEDY runs.
-	compatResets bool
 	prof         profiling
 	gpuServer    map[string]string
 }
@@ -593,11 +590,6 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 	}
 	s.preemptions += len(plan.Suspend)
 	s.prev = plan.Assignments
-	if s.compatOrderSpeeds() && s.eng != nil && s.compatResets {
-		// The reference re-orders every round by speeds that change
-		// every round: recompute the allocation each round.
-		s.eng.RequestReset()
-	}
 	return nil
 }
 
