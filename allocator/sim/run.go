@@ -74,9 +74,9 @@ type simulator struct {
 	oppEvict int       // opportunistic jobs stopped for guaranteed work
 
 	// Placement (placement.go): GPUs per server, profiles, GPU → server.
-	srvGPUs map[string]int
-	prof         profiling
-	gpuServer    map[string]string
+	srvGPUs   map[string]int
+	prof      profiling
+	gpuServer map[string]string
 }
 
 // Run simulates the trace to the end of the measurement window.
