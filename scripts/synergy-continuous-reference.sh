@@ -15,8 +15,12 @@
 # OUT defaults to docs/synergy/continuous-reference.json. Each run's JSON
 # line is kept in $SYNERGY_RUNS (default /tmp/synergy-continuous-runs) and
 # not run again when there: delete it to rerun. POINTS=small or large runs
-# one group only. Needs what scripts/synergy-reference.sh needs (a python3
-# with numpy and pandas; stand-ins from scripts/synergy-stubs.sh).
+# one group only; POINTS=splits runs, instead, FIFO proportional and Tune at
+# 9 jobs/h on the 128 GPUs for each class split in SPLITS (default
+# "33/33/33 50/0/50", the paper's other splits; use its own OUT and
+# SYNERGY_RUNS, as the output lists every run in SYNERGY_RUNS). Needs what
+# scripts/synergy-reference.sh needs (a python3 with numpy and pandas;
+# stand-ins from scripts/synergy-stubs.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: scripts/synergy-continuous-reference.sh SYNERGY_CHECKOUT [OUT.json]}
@@ -38,25 +42,28 @@ runs=${SYNERGY_RUNS:-/tmp/synergy-continuous-runs}
 mkdir -p "$runs"
 points=${POINTS:-all}
 
-# one GPUS RATE WINDOW POLICY PLACEMENT CONFIG
+# one GPUS RATE WINDOW POLICY PLACEMENT CONFIG [SPLIT (default 20/70/10)]
 one() {
-  local gpus=$1 rate=$2 window=$3 policy=$4 placement=$5 config=$6 s
+  local gpus=$1 rate=$2 window=$3 policy=$4 placement=$5 config=$6 split=${7:-20/70/10} s
   case $placement in proportional) s=$policy+fair ;; tune) s=$policy+tune ;; greedy) s=$policy ;; esac
-  local f="$runs/g${gpus}_r${rate}_w${window/:/-}_${policy}_${placement}.json"
+  local tag=
+  [ "$split" != 20/70/10 ] && tag="_s${split//\//-}"
+  local f="$runs/g${gpus}_r${rate}_w${window/:/-}_${policy}_${placement}${tag}.json"
   [ -s "$f" ] && return 0
   local args=(--rate "$rate" --single-gpu --window "$window" --config "$config" --scheduler "$s")
+  [ -n "$tag" ] && args+=(--split "${split//\//,}")
   local t0 t1 res
   t0=$(date +%s.%N)
   res=$(cd "$here" && env PYTHONPATH="$stubs" "$py" scripts/synergy-reference.py "$sim" "${args[@]}")
   t1=$(date +%s.%N)
   "$py" - "$gpus" "$rate" "$window" "${policy,,}" "$placement" "$s" "PYTHONPATH=$stubs $py scripts/synergy-reference.py $sim ${args[*]}" \
-    "$t0" "$t1" "$commit" "$res" > "$f.tmp" <<'EOF'
+    "$t0" "$t1" "$commit" "$res" "$split" > "$f.tmp" <<'EOF'
 import json, sys
-gpus, rate, window, policy, placement, sched, cmd, t0, t1, commit, res = sys.argv[1:]
+gpus, rate, window, policy, placement, sched, cmd, t0, t1, commit, res, split = sys.argv[1:]
 r = json.loads(res)
 print(json.dumps({
     "gpus": int(gpus), "rate": float(rate), "window": window, "single_gpu": True, "seed": 42,
-    "split": "20/70/10", "policy": policy, "placement": placement,
+    "split": split, "policy": policy, "placement": placement,
     "avg_jct_s": r["avg_jct_s"], "jobs": r["jobs"],
     "command": cmd, "wall_s": round(float(t1) - float(t0), 1),
     "reference_scheduler": sched, "synergy_commit": commit}))
@@ -79,12 +86,19 @@ if [ "$points" = all ] || [ "$points" = large ]; then
     done
   done
 fi
+if [ "$points" = splits ]; then
+  for split in ${SPLITS:-33/33/33 50/0/50}; do
+    for placement in proportional tune; do
+      one 128 9 4000:5000 FIFO "$placement" configs/default_cluster.ini "$split"
+    done
+  done
+fi
 "$py" - "$runs" > "$out" <<'EOF'
 import glob, json, sys
 runs = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*.json")]
 order = {"fifo": 0, "las": 1, "srtf": 2, "ftf": 3}
 place = {"proportional": 0, "tune": 1, "greedy": 2}
-runs.sort(key=lambda r: (r["gpus"], r["rate"], order[r["policy"]], place[r["placement"]]))
+runs.sort(key=lambda r: (r["split"], r["gpus"], r["rate"], order[r["policy"]], place[r["placement"]]))
 print("[")
 print(",\n".join("  " + json.dumps(r) for r in runs))
 print("]")

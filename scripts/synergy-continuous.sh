@@ -19,7 +19,14 @@
 #   scripts/synergy-continuous.sh [OUTDIR]     (default docs/synergy/continuous)
 #
 # Environment: RATES (default 2,3,4,5,6,7,8,9,10), POLICIES (default "fifo
-# max_min_fairness srtf ftf"), MODELS (default "rondo compat"), PLACEMENTS
+# max_min_fairness srtf ftf"), MODELS (default "rondo compat"), SPLITS
+# (default 20/70/10: image/language/speech class splits, --class-split; the
+# paper also runs 33/33/33 and 50/0/50. A split other than 20/70/10 goes to
+# OUTDIR/<policy>-<model>-<I>-<L>-<S>/ and its table to avg_jct-<I>-<L>-<S>.csv
+# and .md; only the splits in SPLITS get a table, so e.g.
+#   SPLITS="33/33/33 50/0/50" POLICIES=fifo MODELS=compat EXTRAS=0 PARALLEL=1 \
+#     scripts/synergy-continuous.sh
+# leaves avg_jct.csv and .md as they are), PLACEMENTS
 # (default "proportional tune greedy"; opt solves an integer program per
 # round, far too slow at this size: docs/synergy/continuous.md), SEEDS (42),
 # PARALLEL (2), MAX_ACTIVE (1000: a run with more jobs waiting is not
@@ -34,6 +41,7 @@ rates=${RATES:-2,3,4,5,6,7,8,9,10}
 policies=${POLICIES:-fifo max_min_fairness srtf ftf}
 models=${MODELS:-rondo compat}
 placements=${PLACEMENTS:-proportional tune greedy}
+splits=${SPLITS:-20/70/10}
 seeds=${SEEDS:-42}
 parallel=${PARALLEL:-2}
 maxActive=${MAX_ACTIVE:-1000}
@@ -58,16 +66,27 @@ sweep() {
     --cpus-per-server 24 --mem-per-server 500 --round 300 --parallel "$parallel" --out "$dir" \
     --title "$title" "${resume[@]}" "$@"
 }
-for policy in $policies; do
-  for model in $models; do
-    specs=$(for p in $placements; do printf '%s+%s,' "$policy" "$p"; done)
-    specs=${specs%,}
-    extra=()
-    [ "$model" = compat ] && extra=(--synergy-compat)
-    name=$policy
-    [ "$policy" = max_min_fairness ] && name="LAS (max_min_fairness)"
-    sweep "$out/$policy-$model" "$name, $gpus: average JCT vs input rate ($model model)" --seeds "$seeds" \
-      --rates "$rates" --max-active "$maxActive" --policies "$specs" "${multi[@]}" "${extra[@]}"
+# splitSuffix SPLIT: "" for the default split, else -I-L-S (33/33/33 → -33-33-33).
+splitSuffix() {
+  if [ "$1" = 20/70/10 ]; then echo; else echo "-${1//\//-}"; fi
+}
+for split in $splits; do
+  suffix=$(splitSuffix "$split")
+  splitArgs=()
+  splitName=
+  if [ -n "$suffix" ]; then splitArgs=(--class-split "$split"); splitName=", split $split"; fi
+  for policy in $policies; do
+    for model in $models; do
+      specs=$(for p in $placements; do printf '%s+%s,' "$policy" "$p"; done)
+      specs=${specs%,}
+      extra=()
+      [ "$model" = compat ] && extra=(--synergy-compat)
+      name=$policy
+      [ "$policy" = max_min_fairness ] && name="LAS (max_min_fairness)"
+      sweep "$out/$policy-$model$suffix" "$name, $gpus$splitName: average JCT vs input rate ($model model)" \
+        --seeds "$seeds" --rates "$rates" --max-active "$maxActive" --policies "$specs" \
+        "${splitArgs[@]}" "${multi[@]}" "${extra[@]}"
+    done
   done
 done
 if [ "${EXTRAS:-1}" = 1 ]; then
@@ -84,14 +103,18 @@ if [ "${EXTRAS:-1}" = 1 ]; then
     --policies fifo+proportional,fifo+tune,fifo+greedy,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+greedy,max_min_fairness+opt
 fi
 
-# The table: average JCT (hours) per model, policy, rate and placement.
-python3 - "$out" "$policies" "$models" "$placements" <<'EOF'
+# The tables: average JCT (hours) per model, policy, rate and placement, one
+# per split (avg_jct.csv and .md for 20/70/10, avg_jct-I-L-S.* for others).
+for split in $splits; do
+suffix=$(splitSuffix "$split")
+python3 - "$out" "$policies" "$models" "$placements" "$suffix" "$split" <<'EOF'
 import csv, os, sys
 out, policies, models, placements = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
+suffix, split = sys.argv[5], sys.argv[6]
 rows = []
 for model in models:
     for policy in policies:
-        f = os.path.join(out, f"{policy}-{model}", "summary.csv")
+        f = os.path.join(out, f"{policy}-{model}{suffix}", "summary.csv")
         if not os.path.exists(f):
             continue
         for r in csv.DictReader(open(f)):
@@ -99,16 +122,16 @@ for model in models:
             rows.append({"model": model, "policy": pol, "placement": place, "rate": float(r["rate"]),
                          "finished": int(r["finished"]) == int(r["runs"]),
                          "avg_jct_h": float(r["avg_jct_h"]) if int(r["finished"]) else None})
-with open(os.path.join(out, "avg_jct.csv"), "w", newline="") as f:
+with open(os.path.join(out, f"avg_jct{suffix}.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["model", "policy", "placement", "rate", "avg_jct_h", "finished"])
     for r in rows:
         w.writerow([r["model"], r["policy"], r["placement"], f'{r["rate"]:g}',
                     "" if r["avg_jct_h"] is None else f'{r["avg_jct_h"]:.2f}', str(r["finished"]).lower()])
 rates = sorted({r["rate"] for r in rows})
-with open(os.path.join(out, "avg_jct.md"), "w") as f:
+with open(os.path.join(out, f"avg_jct{suffix}.md"), "w") as f:
     for model in models:
-        f.write(f"Average JCT (hours), {model} model; TUNE gain = proportional / TUNE; "
+        f.write(f"Average JCT (hours), {model} model{', class split ' + split if suffix else ''}; TUNE gain = proportional / TUNE; "
                 "- : not sustained (more jobs waiting than MAX_ACTIVE, or past the time limit)\n\n")
         f.write("| policy | rate (jobs/h) | " + " | ".join(placements) + " | TUNE gain |\n")
         f.write("|---|---:|" + "---:|" * (len(placements) + 1) + "\n")
@@ -123,5 +146,6 @@ with open(os.path.join(out, "avg_jct.md"), "w") as f:
                 gain = f"{p / t:.2f}x" if p and t else "-"
                 f.write(f"| {policy} | {rate:g} | " + " | ".join(cells) + f" | {gain} |\n")
         f.write("\n")
-print(f"synergy-continuous: wrote {out}/avg_jct.csv and avg_jct.md", file=sys.stderr)
+print(f"synergy-continuous: wrote {out}/avg_jct{suffix}.csv and avg_jct{suffix}.md", file=sys.stderr)
 EOF
+done

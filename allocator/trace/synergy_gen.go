@@ -207,15 +207,7 @@ func GenerateSynergy(o SynergyOptions, n int) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Job, 0, n)
-	for range n {
-		j, err := g.Next()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, nil
+	return take(g, n)
 }
 
 // WriteSynergy writes jobs in the reference's trace format (ReadSynergy's,

@@ -187,6 +187,12 @@ func Generate(o Options, n int) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	return take(g, n)
+}
+
+// take returns the next n jobs of a generator (Generator,
+// SynergyGenerator), stopping at its first error.
+func take(g interface{ Next() (Job, error) }, n int) ([]Job, error) {
 	out := make([]Job, 0, n)
 	for range n {
 		j, err := g.Next()
