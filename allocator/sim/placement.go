@@ -336,10 +336,11 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 		return nil, false
 	}
 	// The reference's SRTF, LAS and FTF put first, whatever their key, the
-	// jobs that had waited over 1000 hours since arrival at an earlier
-	// round (its "priority bump": the time since a job's last execution,
-	// whose start time its simulation never sets); FIFO ignores it.
+	// jobs that had not run for over 1000 hours (since their last round
+	// ended, or since arrival) at an earlier round: its "priority bump",
+	// sticky; FIFO ignores it.
 	bumped := map[string]bool{}
+	lastRan := map[string]float64{}
 	bump := !strings.HasPrefix(c, "fifo")
 	sorted := func(s *engine.Snapshot, key func(j *engine.Job) float64) []string {
 		type keyed struct {
@@ -349,15 +350,25 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 			arrivalI int
 		}
 		ks := make([]keyed, len(s.Jobs))
+		for _, a := range s.Running {
+			for _, id := range a.Jobs {
+				lastRan[id] = s.TimeS // its round ends now
+			}
+		}
 		aged := map[string]bool{}
+		ran := make(map[string]float64, len(s.Jobs))
 		for i := range s.Jobs {
 			j := &s.Jobs[i]
 			ks[i] = keyed{j.ID, bump && bumped[j.ID], key(j), i}
-			if bumped[j.ID] || s.TimeS-j.ArrivalS > compatBumpS {
+			since := j.ArrivalS
+			if t, ok := lastRan[j.ID]; ok {
+				since, ran[j.ID] = t, t
+			}
+			if bumped[j.ID] || s.TimeS-since > compatBumpS {
 				aged[j.ID] = true
 			}
 		}
-		bumped = aged
+		bumped, lastRan = aged, ran
 		// Arrival order (the snapshot's) breaks ties.
 		slices.SortFunc(ks, func(a, b keyed) int {
 			if a.bumped != b.bumped {
