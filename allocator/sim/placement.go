@@ -347,7 +347,8 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 			id       string
 			bumped   bool
 			k        float64
-			arrivalI int
+			arrivalS float64
+			i        int
 		}
 		ks := make([]keyed, len(s.Jobs))
 		for _, a := range s.Running {
@@ -359,7 +360,7 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 		ran := make(map[string]float64, len(s.Jobs))
 		for i := range s.Jobs {
 			j := &s.Jobs[i]
-			ks[i] = keyed{j.ID, bump && bumped[j.ID], key(j), i}
+			ks[i] = keyed{j.ID, bump && bumped[j.ID], key(j), j.ArrivalS, i}
 			since := j.ArrivalS
 			if t, ok := lastRan[j.ID]; ok {
 				since, ran[j.ID] = t, t
@@ -369,7 +370,7 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 			}
 		}
 		bumped, lastRan = aged, ran
-		// Arrival order (the snapshot's) breaks ties.
+		// Arrival breaks ties, as the reference's keys end with it.
 		slices.SortFunc(ks, func(a, b keyed) int {
 			if a.bumped != b.bumped {
 				if a.bumped {
@@ -377,7 +378,7 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 				}
 				return 1
 			}
-			return cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.arrivalI, b.arrivalI))
+			return cmp.Or(cmp.Compare(a.k, b.k), cmp.Compare(a.arrivalS, b.arrivalS), cmp.Compare(a.i, b.i))
 		})
 		out := make([]string, len(ks))
 		for i, k := range ks {
