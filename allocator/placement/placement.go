@@ -101,6 +101,12 @@ type Options struct {
 	// FirstFit also re-chooses every job's GPUs, as the reference
 	// simulator does (firstfit.go; --synergy-compat with one engine).
 	FirstFit bool
+	// Choose lets the stage re-pick the GPUs of jobs starting this round
+	// (TUNE, GREEDY and OPT VCs) by Synergy-TUNE's best fit for their
+	// demand (choose.go): set where one engine decides the whole cluster,
+	// whose GPU choice is its own packing; not with VCs, whose quota
+	// partitions or cells own the GPUs.
+	Choose bool
 }
 
 // Result is the stage's decision.
