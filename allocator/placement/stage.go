@@ -186,6 +186,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 			pj := Job{ID: id, GPUs: per, Shared: len(a.Jobs) > 1}
 			if h, ok := held[id]; ok && a.Action == engine.Keep {
 				pj.Held = &Grant{Cores: h.Cores, MemGB: h.MemGB}
+				if j != nil && j.Throughput[a.Type] > 0 {
+					pj.RemainingS = j.RemainingSteps / j.Throughput[a.Type]
+				}
 			}
 			if j != nil && j.Profile != "" {
 				pj.Profile = st.profile(j, len(a.GPUs), srvByID[gpuServer[a.GPUs[0]]])

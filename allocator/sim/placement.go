@@ -184,7 +184,8 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 	}
 	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.prof.table,
 		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil,
-			Choose: !p.Compat && s.o.Decider == nil}}
+			Choose: !p.Compat && s.o.Decider == nil,
+			Regrow: !p.Compat, RetuneCostS: math.Max(s.o.PreemptionCostS, s.o.StartCostS)}}
 	if p.Compat {
 		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy)
 		if c, err := names.Canonical(s.o.Engine.Policy); err == nil {
