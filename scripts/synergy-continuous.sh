@@ -11,7 +11,7 @@
 # jct_vs_rate.svg, jct_cdf.svg; docs/ keeps the CSVs and SVGs only), then
 # OUTDIR/avg_jct.csv and avg_jct.md (the
 # table of docs/synergy/continuous.md). Then (EXTRAS=1, the default) three
-# smaller sweeps: FIFO at 9 jobs/h over seeds 42 and 1-4 (seeds-fifo-<model>),
+# smaller sweeps, for each of MODELS: FIFO at 9 jobs/h over seeds 42 and 1-4 (seeds-fifo-<model>),
 # FIFO with the reference generator's multi-GPU jobs at 1-5 jobs/h
 # (multigpu-fifo-<model>), and OPT where it runs: FIFO and LAS on 32 GPUs
 # (4 servers), jobs 300-399, 1.5 and 2 jobs/h, Rondo's model (opt-32gpu-rondo).
@@ -90,7 +90,7 @@ for split in $splits; do
   done
 done
 if [ "${EXTRAS:-1}" = 1 ]; then
-  for model in rondo compat; do
+  for model in $models; do
     extra=()
     [ "$model" = compat ] && extra=(--synergy-compat)
     sweep "$out/seeds-fifo-$model" "FIFO at 9 jobs/h, seeds 42 and 1-4 ($model model)" --seeds 42,1,2,3,4 --rates 9 \
@@ -98,16 +98,20 @@ if [ "${EXTRAS:-1}" = 1 ]; then
     sweep "$out/multigpu-fifo-$model" "FIFO, multi-GPU jobs: average JCT vs input rate ($model model)" --multi-gpu \
       --seeds 42 --rates 1,2,3,4,5 --max-active "$maxActive" --policies fifo+proportional,fifo+tune,fifo+greedy "${extra[@]}"
   done
-  sweep "$out/opt-32gpu-rondo" "OPT where it runs: 32 GPUs (4 servers), jobs 300-399 (Rondo's model)" --cluster v100=32 \
-    --seeds 42 --rates 1.5,2 --window 300:400 --max-active "$maxActive" \
-    --policies fifo+proportional,fifo+tune,fifo+greedy,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+greedy,max_min_fairness+opt
+  if [[ " $models " = *" rondo "* ]]; then
+    sweep "$out/opt-32gpu-rondo" "OPT where it runs: 32 GPUs (4 servers), jobs 300-399 (Rondo's model)" --cluster v100=32 \
+      --seeds 42 --rates 1.5,2 --window 300:400 --max-active "$maxActive" \
+      --policies fifo+proportional,fifo+tune,fifo+greedy,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+greedy,max_min_fairness+opt
+  fi
 fi
 
 # The tables: average JCT (hours) per model, policy, rate and placement, one
 # per split (avg_jct.csv and .md for 20/70/10, avg_jct-I-L-S.* for others).
+# Both models' rows, from the summaries there are (MODELS=rondo reruns only
+# Rondo's sweeps and keeps compat's rows).
 for split in $splits; do
 suffix=$(splitSuffix "$split")
-python3 - "$out" "$policies" "$models" "$placements" "$suffix" "$split" <<'EOF'
+python3 - "$out" "$policies" "rondo compat" "$placements" "$suffix" "$split" <<'EOF'
 import csv, os, sys
 out, policies, models, placements = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 suffix, split = sys.argv[5], sys.argv[6]

@@ -83,6 +83,9 @@ type Job struct {
 	// this round). TUNE leaves a kept job's cores and memory as they are
 	// unless a starting job needs them back (a restart for the job).
 	Held *Grant
+	// RemainingS is the time a kept job has left at its proportional
+	// share (0: unknown), for Options.Regrow.
+	RemainingS float64
 }
 
 // Grant is a job's cores and memory over all its servers.
@@ -101,7 +104,23 @@ type Options struct {
 	// FirstFit also re-chooses every job's GPUs, as the reference
 	// simulator does (firstfit.go; --synergy-compat with one engine).
 	FirstFit bool
+	// Choose lets the stage re-pick the GPUs of jobs starting this round
+	// (TUNE, GREEDY and OPT VCs) by Synergy-TUNE's best fit for their
+	// demand (choose.go): set where one engine decides the whole cluster,
+	// whose GPU choice is its own packing; not with VCs, whose quota
+	// partitions or cells own the GPUs.
+	Choose bool
+	// Regrow grows a kept job below its best case to its best case where
+	// its server has the room after this round's starting jobs, when the
+	// time it saves over the rest of its run (RemainingS; unknown: any)
+	// exceeds RetuneCostS (a retune is a checkpointed restart). TUNE only.
+	Regrow      bool
+	RetuneCostS float64
 }
+
+// DefaultRetuneCostS is the agent's RetuneCostS: a checkpointed restart's
+// order of magnitude (stopping, rescheduling and restoring a task).
+const DefaultRetuneCostS = 60
 
 // Result is the stage's decision.
 type Result struct {
@@ -187,6 +206,9 @@ func Place(mode Mode, servers []Server, jobs []Job, opts Options) (*Result, erro
 		tune(js, srvs)
 		if opts.Leftover {
 			leftover(js, srvs)
+		}
+		if opts.Regrow && !opts.Fresh {
+			regrow(js, srvs, opts.RetuneCostS)
 		}
 	case Greedy:
 		res.Skipped = greedy(js, srvs)
@@ -404,4 +426,49 @@ func sortedServers(srvs map[string]*srv) []*srv {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
+}
+
+// regrow grows kept jobs below their best case to it where their server
+// has the room left (Options.Regrow), the largest relative gain first,
+// when the time saved over the rest of the run exceeds cost.
+func regrow(js []*job, srvs map[string]*srv, cost float64) {
+	type cand struct {
+		j      *job
+		c, m   float64
+		gain   float64 // new speed / current
+		savedS float64
+	}
+	var cs []cand
+	for _, j := range js {
+		if j.starting || j.server == nil || j.Shared {
+			continue
+		}
+		c, m := math.Max(j.c, j.bestC), math.Max(j.m, j.bestM)
+		if c-j.c+m-j.m <= eps {
+			continue
+		}
+		now, next := j.rel(j.c, j.m), j.rel(c, m)
+		if !(now > 0) || next <= now*(1+1e-6) {
+			continue
+		}
+		saved := math.Inf(1)
+		if j.RemainingS > 0 {
+			saved = j.RemainingS/now - j.RemainingS/next
+		}
+		if saved <= cost {
+			continue
+		}
+		cs = append(cs, cand{j, c, m, next / now, saved})
+	}
+	sort.SliceStable(cs, func(a, b int) bool { return cs[a].gain > cs[b].gain })
+	for _, x := range cs {
+		s := x.j.server
+		dc, dm := x.c-x.j.c, x.m-x.j.m
+		if dc > s.freeC+eps || dm > s.freeM+eps {
+			continue
+		}
+		s.freeC -= dc
+		s.freeM -= dm
+		x.j.c, x.j.m = x.c, x.m
+	}
 }

@@ -20,7 +20,10 @@ import (
 //   - every job's intent and assignment carry its grant (Cores, MemGB);
 //   - a kept job whose grant changes is retuned: it keeps its GPUs and
 //     restarts with the new grant (IntentRetune, a preemption for it);
-//   - a job GREEDY skips does not run this round (suspended if it ran).
+//   - a job GREEDY skips does not run this round (suspended if it ran);
+//   - with Options.Choose, a job starting this round alone on one server
+//     may get other GPUs of its type, the server with the most room for
+//     its demand (choose.go).
 //
 // Modes are per VC. When VCs with different modes share a node, each
 // mode's jobs get the node's cores and memory in proportion to the GPUs
@@ -151,6 +154,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		st.amend(s, p, grants, held, skipped, intentsOf(p))
 		return nil
 	}
+	if st.Options.Choose {
+		st.choose(s, p, byID, held, gpuServer, srvByID)
+	}
 	intentOf := intentsOf(p)
 
 	// The plan's jobs by mode, in policy order (assignment order is the
@@ -182,6 +188,9 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 			pj := Job{ID: id, GPUs: per, Shared: len(a.Jobs) > 1}
 			if h, ok := held[id]; ok && a.Action == engine.Keep {
 				pj.Held = &Grant{Cores: h.Cores, MemGB: h.MemGB}
+				if j != nil && j.Throughput[a.Type] > 0 {
+					pj.RemainingS = j.RemainingSteps / j.Throughput[a.Type]
+				}
 			}
 			if j != nil && j.Profile != "" {
 				pj.Profile = st.profile(j, len(a.GPUs), srvByID[gpuServer[a.GPUs[0]]])

@@ -183,7 +183,9 @@ func (s *simulator) initPlacement(next loop.Decider) (loop.Decider, error) {
 		s.prof.table = tb.Clone() // scaled profiles are added to it as jobs meet types
 	}
 	st := &placement.Stage{Next: next, Mode: p.Mode, Profiles: s.prof.table,
-		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil}}
+		Options: placement.Options{Leftover: !p.Compat, Fresh: p.Compat, FirstFit: p.Compat && s.o.Decider == nil,
+			Choose: !p.Compat && s.o.Decider == nil,
+			Regrow: !p.Compat, RetuneCostS: math.Max(s.o.PreemptionCostS, s.o.StartCostS)}}
 	if st.Options.FirstFit {
 		st.Order, st.Backfill = compatOrder(s.o.Engine.Policy, s.baseThroughput)
 		if st.Order != nil {

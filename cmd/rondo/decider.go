@@ -155,7 +155,12 @@ func placementStage(cfg *rhcl.Config) (*placement.Stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true},
+	// One engine for the whole cluster: the stage may re-pick starting
+	// jobs' GPUs; with VCs their quota partitions or cells own them. A
+	// kept job regrows to its best case when that saves more than a
+	// restart's order of magnitude (placement.DefaultRetuneCostS).
+	st := &placement.Stage{Profiles: tb, Options: placement.Options{Leftover: true, Choose: !cfg.QuotaOnly() && !cfg.CellVCs(),
+		Regrow: true, RetuneCostS: placement.DefaultRetuneCostS},
 		Mode: func(vc string) placement.Mode { return placement.Mode(cfg.PlacementOf(vc)) }}
 	if cfg.LearnProfiles {
 		st.Learn = &placement.Learning{}
