@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rondo-sched/rondo/policies/lp"
@@ -34,6 +36,26 @@ const OptKeepBonus = 0.1
 // changes a running job's grant (a restart) only for a larger gain. With
 // Options.Fresh (every job placed anew) there is no bonus.
 func opt(js []*job, srvs map[string]*srv) error {
+	// Single-server jobs meet only on their server: one program per
+	// server is the same optimum as one for the cluster, and much cheaper.
+	byServer := map[*srv][]*job{}
+	for _, j := range js {
+		if j.server == nil || j.Shared {
+			j.take(srvs, j.propC, j.propM)
+			continue
+		}
+		byServer[j.server] = append(byServer[j.server], j)
+	}
+	for _, s := range sortedServers(srvs) {
+		if err := optServer(s, byServer[s], srvs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// optServer is opt's program for the tunable jobs of one server.
+func optServer(s *srv, tunable []*job, srvs map[string]*srv) error {
 	type cand struct {
 		j    *job
 		c, m float64
@@ -42,15 +64,10 @@ func opt(js []*job, srvs map[string]*srv) error {
 	var cands []cand
 	m := &lp.Model{}
 	m.Maximize()
-	rowsC := map[*srv][]int{}
-	var tunable []*job
-	for _, j := range js {
-		if j.server == nil || j.Shared {
-			j.take(srvs, j.propC, j.propM)
-			continue
-		}
-		tunable = append(tunable, j)
-	}
+	// The program's content, to reuse an earlier solution of the same
+	// one (a server whose jobs did not change since the last round).
+	key := strconv.AppendFloat(nil, s.freeC, 'g', -1, 64)
+	key = strconv.AppendFloat(append(key, ' '), s.freeM, 'g', -1, 64)
 	for _, j := range tunable {
 		g := float64(j.gpus)
 		held := !j.starting && j.Held != nil && j.Held.Cores > 0 && j.Held.MemGB > 0
@@ -61,10 +78,11 @@ func opt(js []*job, srvs map[string]*srv) error {
 			ms = axisWith(ms, j.Held.MemGB/g)
 		}
 		first := len(cands)
+		key = append(key, '|')
 		for _, c := range cs {
 			for _, mm := range ms {
 				C, M := c*g, mm*g
-				if C > j.server.Cores+eps || M > j.server.MemGB+eps {
+				if C > s.Cores+eps || M > s.MemGB+eps {
 					continue
 				}
 				r := j.rel(C, M)
@@ -81,7 +99,9 @@ func opt(js []*job, srvs map[string]*srv) error {
 				v := m.AddVar(0, 1, r)
 				m.SetInteger(v)
 				cands = append(cands, cand{j: j, c: C, m: M, v: v})
-				rowsC[j.server] = append(rowsC[j.server], len(cands)-1)
+				for _, x := range []float64{C, M, r} {
+					key = strconv.AppendFloat(append(key, ' '), x, 'g', -1, 64)
+				}
 			}
 		}
 		idx := make([]int, 0, len(cands)-first)
@@ -94,30 +114,57 @@ func opt(js []*job, srvs map[string]*srv) error {
 	if len(cands) == 0 {
 		return nil
 	}
-	for _, s := range sortedServers(srvs) {
-		ks := rowsC[s]
-		if len(ks) == 0 {
-			continue
-		}
-		idx := make([]int, len(ks))
-		vc := make([]float64, len(ks))
-		vm := make([]float64, len(ks))
-		for n, k := range ks {
-			idx[n], vc[n], vm[n] = cands[k].v, cands[k].c, cands[k].m
+	chosen, ok := optMemo.get(string(key))
+	if !ok {
+		idx := make([]int, len(cands))
+		vc := make([]float64, len(cands))
+		vm := make([]float64, len(cands))
+		for n, k := range cands {
+			idx[n], vc[n], vm[n] = k.v, k.c, k.m
 		}
 		m.AddRow(idx, vc, -lp.Inf, s.freeC+eps)
 		m.AddRow(idx, vm, -lp.Inf, s.freeM+eps)
-	}
-	sol, err := m.SolveMIP(lp.MIPOptions{TimeLimit: OptTimeLimit})
-	if err != nil {
-		return fmt.Errorf("placement opt: %w", err)
-	}
-	for _, k := range cands {
-		if sol.X[k.v] > 0.5 {
-			k.j.take(srvs, k.c, k.m)
+		sol, err := m.SolveMIP(lp.MIPOptions{TimeLimit: OptTimeLimit})
+		if err != nil {
+			return fmt.Errorf("placement opt: %w", err)
 		}
+		for n, k := range cands {
+			if sol.X[k.v] > 0.5 {
+				chosen = append(chosen, n)
+			}
+		}
+		optMemo.put(string(key), chosen)
+	}
+	for _, n := range chosen {
+		cands[n].j.take(srvs, cands[n].c, cands[n].m)
 	}
 	return nil
+}
+
+// optMemo keeps recent per-server solutions by program (deterministic:
+// the same program, the same answer), so a round re-solves only the
+// servers whose jobs changed. Bounded: emptied when full.
+var optMemo = memo{m: map[string][]int{}}
+
+type memo struct {
+	mu sync.Mutex
+	m  map[string][]int
+}
+
+func (c *memo) get(k string) ([]int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *memo) put(k string, v []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= 4096 {
+		clear(c.m)
+	}
+	c.m[k] = v
 }
 
 // axisWith is a profile axis with the extra points added, sorted, unique.
