@@ -1,27 +1,26 @@
 package placement
 
 import (
-	"fmt"
+	"cmp"
 	"math"
 	"slices"
 	"strconv"
 	"sync"
-	"time"
-
-	"github.com/rondo-sched/rondo/policies/lp"
 )
 
-// OptTimeLimit bounds one OPT solve; the best integer solution found by then
-// is used (it is never worse than proportional: that point is always a
-// candidate).
-var OptTimeLimit = 10 * time.Second
+// OptSearchNodes bounds one server's search; the best choice found by
+// then is used (never worse than proportional: that point is always a
+// candidate, and the search reaches a complete choice first thing).
+const OptSearchNodes = 1 << 20
 
 // OptKeepBonus is what keeping a running job's grant is worth in OPT's
 // objective, in units of the job's proportional throughput: a retune
 // restarts the job, so OPT moves it only for a gain above this.
 const OptKeepBonus = 0.1
 
-// opt is the paper's first program on the mechanism's GPU placement: each
+// opt is the paper's first program on the mechanism's GPU placement, solved
+// exactly per server (optSearch; Cbc aborted the process on some of these
+// small programs, and a scheduler must not crash): each
 // tunable job (single-server, not shared) takes one (cores, memory) point,
 // the servers hold what they take, no job runs below its proportional
 // throughput, and the sum of the jobs' throughputs relative to proportional
@@ -57,13 +56,10 @@ func opt(js []*job, srvs map[string]*srv) error {
 // optServer is opt's program for the tunable jobs of one server.
 func optServer(s *srv, tunable []*job, srvs map[string]*srv) error {
 	type cand struct {
-		j    *job
-		c, m float64
-		v    int
+		j       *job
+		c, m, r float64
 	}
 	var cands []cand
-	m := &lp.Model{}
-	m.Maximize()
 	// The program's content, to reuse an earlier solution of the same
 	// one (a server whose jobs did not change since the last round).
 	key := strconv.AppendFloat(nil, s.freeC, 'g', -1, 64)
@@ -77,7 +73,6 @@ func optServer(s *srv, tunable []*job, srvs map[string]*srv) error {
 			cs = axisWith(cs, j.Held.Cores/g)
 			ms = axisWith(ms, j.Held.MemGB/g)
 		}
-		first := len(cands)
 		key = append(key, '|')
 		for _, c := range cs {
 			for _, mm := range ms {
@@ -96,49 +91,89 @@ func optServer(s *srv, tunable []*job, srvs map[string]*srv) error {
 				if held && math.Abs(C-j.Held.Cores) < eps && math.Abs(M-j.Held.MemGB) < eps {
 					r += OptKeepBonus
 				}
-				v := m.AddVar(0, 1, r)
-				m.SetInteger(v)
-				cands = append(cands, cand{j: j, c: C, m: M, v: v})
+				cands = append(cands, cand{j: j, c: C, m: M, r: r})
 				for _, x := range []float64{C, M, r} {
 					key = strconv.AppendFloat(append(key, ' '), x, 'g', -1, 64)
 				}
 			}
 		}
-		idx := make([]int, 0, len(cands)-first)
-		one := make([]float64, 0, len(cands)-first)
-		for k := first; k < len(cands); k++ {
-			idx, one = append(idx, cands[k].v), append(one, 1)
-		}
-		m.AddRow(idx, one, 1, 1)
 	}
 	if len(cands) == 0 {
 		return nil
 	}
 	chosen, ok := optMemo.get(string(key))
 	if !ok {
-		idx := make([]int, len(cands))
-		vc := make([]float64, len(cands))
-		vm := make([]float64, len(cands))
-		for n, k := range cands {
-			idx[n], vc[n], vm[n] = k.v, k.c, k.m
-		}
-		m.AddRow(idx, vc, -lp.Inf, s.freeC+eps)
-		m.AddRow(idx, vm, -lp.Inf, s.freeM+eps)
-		sol, err := m.SolveMIP(lp.MIPOptions{TimeLimit: OptTimeLimit})
-		if err != nil {
-			return fmt.Errorf("placement opt: %w", err)
-		}
-		for n, k := range cands {
-			if sol.X[k.v] > 0.5 {
-				chosen = append(chosen, n)
+		groups := make([][]optCand, 0, len(tunable))
+		for n, cd := range cands {
+			if n == 0 || cands[n-1].j != cd.j {
+				groups = append(groups, nil)
 			}
+			groups[len(groups)-1] = append(groups[len(groups)-1], optCand{n: n, c: cd.c, m: cd.m, r: cd.r})
 		}
+		chosen = optSearch(s.freeC+eps, s.freeM+eps, groups)
 		optMemo.put(string(key), chosen)
 	}
 	for _, n := range chosen {
 		cands[n].j.take(srvs, cands[n].c, cands[n].m)
 	}
 	return nil
+}
+
+// optCand is candidate n of a job: its cores, memory and value.
+type optCand struct {
+	n       int
+	c, m, r float64
+}
+
+// optSearch picks one candidate per group (job) with the largest total
+// value whose cores and memory fit in (capC, capM), exactly: depth first,
+// each job's candidates best value first, a branch cut when even every
+// later job's best value cannot beat the best found, or when the later
+// jobs' smallest demands no longer fit. A server holds a handful of jobs,
+// so this is fast. Returns the chosen candidates' n.
+func optSearch(capC, capM float64, groups [][]optCand) []int {
+	k := len(groups)
+	for _, g := range groups {
+		slices.SortStableFunc(g, func(a, b optCand) int { return cmp.Compare(b.r, a.r) })
+	}
+	// Suffix sums: the most value and the least demand of jobs i..k-1.
+	maxR := make([]float64, k+1)
+	minC := make([]float64, k+1)
+	minM := make([]float64, k+1)
+	for i := k - 1; i >= 0; i-- {
+		mc, mm := math.Inf(1), math.Inf(1)
+		for _, c := range groups[i] {
+			mc, mm = math.Min(mc, c.c), math.Min(mm, c.m)
+		}
+		maxR[i], minC[i], minM[i] = maxR[i+1]+groups[i][0].r, minC[i+1]+mc, minM[i+1]+mm
+	}
+	best, bestV := []int(nil), math.Inf(-1)
+	cur := make([]int, k)
+	nodes := 0
+	var dfs func(i int, usedC, usedM, v float64)
+	dfs = func(i int, usedC, usedM, v float64) {
+		if nodes++; nodes > OptSearchNodes && best != nil {
+			return
+		}
+		if i == k {
+			if v > bestV+1e-12 {
+				bestV, best = v, slices.Clone(cur)
+			}
+			return
+		}
+		if v+maxR[i] <= bestV+1e-12 || usedC+minC[i] > capC || usedM+minM[i] > capM {
+			return
+		}
+		for _, c := range groups[i] {
+			if usedC+c.c+minC[i+1] > capC || usedM+c.m+minM[i+1] > capM {
+				continue
+			}
+			cur[i] = c.n
+			dfs(i+1, usedC+c.c, usedM+c.m, v+c.r)
+		}
+	}
+	dfs(0, 0, 0, 0)
+	return best
 }
 
 // optMemo keeps recent per-server solutions by program (deterministic:
