@@ -13,7 +13,7 @@
 # table of docs/synergy/continuous.md). Then (EXTRAS=1, the default) three
 # smaller sweeps, for each of MODELS: FIFO at 9 jobs/h over seeds 42 and 1-4 (seeds-fifo-<model>),
 # FIFO with the reference generator's multi-GPU jobs at 1-5 jobs/h
-# (multigpu-fifo-<model>), and OPT (Rondo's model): FIFO and LAS on the
+# (multigpu-fifo-<model>), and OPT (Rondo's model): FIFO, LAS, SRTF, FTF on the
 # paper's 128 GPUs at 2, 4, 6, 8, 9 jobs/h (opt-128gpu-rondo) and on 32 GPUs
 # (4 servers), jobs 300-399, 1.5 and 2 jobs/h (opt-32gpu-rondo).
 #
@@ -101,9 +101,9 @@ if [ "${EXTRAS:-1}" = 1 ]; then
       --seeds 42 --rates 1,2,3,4,5 --max-active "$maxActive" --policies fifo+proportional,fifo+tune,fifo+greedy "${extra[@]}"
   done
   if [[ " $models " = *" rondo "* ]]; then
-    sweep "$out/opt-128gpu-rondo" "OPT on the paper's cluster (128 GPUs), FIFO and LAS (Rondo's model)" \
+    sweep "$out/opt-128gpu-rondo" "OPT on the paper's cluster (128 GPUs), four policies (Rondo's model)" \
       --seeds 42 --rates 2,4,6,8,9 --max-active "$maxActive" \
-      --policies fifo+proportional,fifo+tune,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+opt
+      --policies fifo+proportional,fifo+tune,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+opt,srtf+proportional,srtf+tune,srtf+opt,ftf+proportional,ftf+tune,ftf+opt
     sweep "$out/opt-32gpu-rondo" "OPT where it runs: 32 GPUs (4 servers), jobs 300-399 (Rondo's model)" --cluster v100=32 \
       --seeds 42 --rates 1.5,2 --window 300:400 --max-active "$maxActive" \
       --policies fifo+proportional,fifo+tune,fifo+greedy,fifo+opt,max_min_fairness+proportional,max_min_fairness+tune,max_min_fairness+greedy,max_min_fairness+opt
