@@ -68,15 +68,9 @@ func (st *Stage) Round(s *engine.Snapshot) (*engine.Plan, error) {
 // (agent.HistoryKeeper, agent.Resetter); once the stage learned samples
 // (Learn), the history is Next's wrapped with them (learn.go).
 func (st *Stage) MarshalHistory() ([]byte, error) {
-	var h []byte
-	if hk, ok := st.Next.(interface{ MarshalHistory() ([]byte, error) }); ok {
-		var err error
-		if h, err = hk.MarshalHistory(); err != nil {
-			return nil, err
-		}
-	}
-	if len(st.learnt) == 0 {
-		return h, nil
+	h, err := loop.MarshalHistory(st.Next)
+	if err != nil || len(st.learnt) == 0 {
+		return h, err
 	}
 	return st.wrapHistory(h)
 }
@@ -86,17 +80,13 @@ func (st *Stage) UnmarshalHistory(h []byte) error {
 	if err != nil {
 		return err
 	}
-	if hk, ok := st.Next.(interface{ UnmarshalHistory([]byte) error }); ok && !(wrapped && len(h) == 0) {
-		return hk.UnmarshalHistory(h)
+	if wrapped && len(h) == 0 {
+		return nil // only the stage's samples were kept
 	}
-	return nil
+	return loop.UnmarshalHistory(st.Next, h)
 }
 
-func (st *Stage) RequestReset() {
-	if r, ok := st.Next.(interface{ RequestReset() }); ok {
-		r.RequestReset()
-	}
-}
+func (st *Stage) RequestReset() { loop.RequestReset(st.Next) }
 
 // Servers are the snapshot's nodes with cores and memory, each with its
 // GPU count (failed GPUs included: a failure does not change the share).

@@ -94,28 +94,10 @@ func (e *Estimating) RestoreMeasured(job, gpuType string, stepsPerSec float64) {
 	}
 }
 
-// MarshalHistory is Next's history (agent.HistoryKeeper); nil when Next
-// keeps none.
-func (e *Estimating) MarshalHistory() ([]byte, error) {
-	if hk, ok := e.Next.(interface{ MarshalHistory() ([]byte, error) }); ok {
-		return hk.MarshalHistory()
-	}
-	return nil, nil
-}
+// MarshalHistory, UnmarshalHistory and RequestReset pass through to Next
+// (agent.HistoryKeeper, agent.Resetter), where it implements them.
+func (e *Estimating) MarshalHistory() ([]byte, error) { return loop.MarshalHistory(e.Next) }
 
-// UnmarshalHistory restores Next's history (agent.HistoryKeeper); a no-op
-// when Next keeps none.
-func (e *Estimating) UnmarshalHistory(h []byte) error {
-	if hk, ok := e.Next.(interface{ UnmarshalHistory([]byte) error }); ok {
-		return hk.UnmarshalHistory(h)
-	}
-	return nil
-}
+func (e *Estimating) UnmarshalHistory(h []byte) error { return loop.UnmarshalHistory(e.Next, h) }
 
-// RequestReset passes a reset on to Next (agent.Resetter), when it takes
-// one.
-func (e *Estimating) RequestReset() {
-	if r, ok := e.Next.(interface{ RequestReset() }); ok {
-		r.RequestReset()
-	}
-}
+func (e *Estimating) RequestReset() { loop.RequestReset(e.Next) }
