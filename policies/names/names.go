@@ -21,6 +21,7 @@ var canonical = []string{
 	"finish_time_fairness_packed",
 	"finish_time_fairness_perf",
 	"gandiva",
+	"gandiva_fair",
 	"isolated",
 	"max_min_fairness",
 	"max_min_fairness_packed",
