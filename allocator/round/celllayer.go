@@ -11,8 +11,10 @@ import (
 
 // VC is one virtual cluster's second layer: its engine (its policy).
 type VC struct {
-	Name   string
-	Engine *engine.Engine
+	Name string
+	// Engine is the VC's mechanism: an *engine.Engine, or another
+	// Mechanism (Gandiva-fair's).
+	Engine Mechanism
 }
 
 // Job is an active job: the engine's view plus its VC and class.

@@ -21,7 +21,11 @@ type CellsConfig struct {
 	// opportunistic jobs on what the VCs leave ("" : they never run).
 	Policies  []string
 	OppPolicy string
-	RoundS    float64
+	// Mechanisms, per VC in the spec's VC order when set: a non-nil entry
+	// decides that VC's jobs instead of an engine of its policy
+	// (Gandiva-fair's stride scheduler, allocator/fair).
+	Mechanisms []Mechanism
+	RoundS     float64
 	// Entities per VC, in the spec's VC order (nil, or a nil entry: that
 	// VC's policy is given no entities); see engine.Config.Entities.
 	Entities []map[string]policies.Entity
@@ -93,7 +97,10 @@ func NewCells(cfg CellsConfig) (*Cells, error) {
 	if cfg.OppPolicy != "" {
 		opp = &engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS, ResetFirst: cfg.ResetFirst}
 	}
-	es, err := NewEnginesFrom(names, ecfgs, opp)
+	if cfg.Mechanisms != nil && len(cfg.Mechanisms) != len(names) {
+		return nil, fmt.Errorf("round: mechanisms for %d VCs, %d VCs", len(cfg.Mechanisms), len(names))
+	}
+	es, err := newEngines(names, ecfgs, cfg.Mechanisms, opp)
 	if err != nil {
 		return nil, fmt.Errorf("round: %w", err)
 	}

@@ -8,8 +8,24 @@ import (
 	"github.com/rondo-sched/rondo/policies"
 )
 
-// Engines are a VC round's engines: one per VC (its policy), in
-// declaration order, and the opportunistic one (nil: opportunistic jobs
+// Mechanism decides one VC's jobs on the GPUs the VC decider gives it,
+// each round: Gavel's *engine.Engine (priorities over its policy's X) or
+// Gandiva-fair's stride scheduler (allocator/fair, built by the caller).
+// A mechanism other than the engine keeps its history through
+// MarshalHistory / UnmarshalHistory when it has them.
+type Mechanism interface {
+	Round(*engine.Snapshot) (*engine.Plan, error)
+	RequestReset()
+}
+
+// historyKeeper is a mechanism's own history (not engine.History).
+type historyKeeper interface {
+	MarshalHistory() ([]byte, error)
+	UnmarshalHistory([]byte) error
+}
+
+// Engines are a VC round's engines: one mechanism per VC (its policy), in
+// declaration order, and the opportunistic engine (nil: opportunistic jobs
 // never run). Both VC deciders (cells, quota-only) keep their history,
 // reset and allocations through it.
 type Engines struct {
@@ -37,11 +53,21 @@ func NewEngines(names, pols []string, oppPolicy string, roundS float64) (*Engine
 // NewEnginesFrom makes one engine per VC from its configuration (policy,
 // entities...), and the opportunistic engine when opp is set.
 func NewEnginesFrom(names []string, cfgs []engine.Config, opp *engine.Config) (*Engines, error) {
+	return newEngines(names, cfgs, nil, opp)
+}
+
+// newEngines is NewEnginesFrom where mechs[i], when set, is VC i's
+// mechanism instead of an engine from cfgs[i].
+func newEngines(names []string, cfgs []engine.Config, mechs []Mechanism, opp *engine.Config) (*Engines, error) {
 	if len(cfgs) != len(names) {
 		return nil, fmt.Errorf("round: %d policies for %d VCs", len(cfgs), len(names))
 	}
 	d := &Engines{}
 	for i, n := range names {
+		if i < len(mechs) && mechs[i] != nil {
+			d.VCs = append(d.VCs, VC{Name: n, Engine: mechs[i]})
+			continue
+		}
 		e, err := engine.New(cfgs[i])
 		if err != nil {
 			return nil, fmt.Errorf("round: vc %s: %w", n, err)
@@ -129,6 +155,9 @@ type history struct {
 	Kind          string                     `json:"kind"`
 	VCs           map[string]*engine.History `json:"vcs,omitempty"`
 	Opportunistic *engine.History            `json:"opportunistic,omitempty"`
+	// Other is the history of the VCs whose mechanism is not the engine
+	// (Gandiva-fair's), in that mechanism's own format.
+	Other map[string]json.RawMessage `json:"other,omitempty"`
 }
 
 // historyKind names the per-VC engines' history in the agent's state (the
@@ -143,7 +172,19 @@ const historyKind = "vcnomad"
 func (d *Engines) MarshalHistory() ([]byte, error) {
 	h := history{Kind: historyKind, VCs: map[string]*engine.History{}}
 	for _, vc := range d.VCs {
-		h.VCs[vc.Name] = vc.Engine.History()
+		switch m := vc.Engine.(type) {
+		case *engine.Engine:
+			h.VCs[vc.Name] = m.History()
+		case historyKeeper:
+			b, err := m.MarshalHistory()
+			if err != nil {
+				return nil, fmt.Errorf("round: vc %s: %w", vc.Name, err)
+			}
+			if h.Other == nil {
+				h.Other = map[string]json.RawMessage{}
+			}
+			h.Other[vc.Name] = b
+		}
 	}
 	if d.Opp != nil {
 		h.Opportunistic = d.Opp.History()
@@ -163,9 +204,21 @@ func (d *Engines) UnmarshalHistory(b []byte) error {
 		return fmt.Errorf("round: not a per-VC history (kind %q)", h.Kind)
 	}
 	// Check every policy first: all engines take their history, or none.
+	// An engine's history never goes to another mechanism, nor back.
 	for _, vc := range d.VCs {
-		if eh := h.VCs[vc.Name]; eh != nil && eh.Policy != vc.Engine.History().Policy {
-			return fmt.Errorf("round: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, vc.Engine.History().Policy)
+		e, isEngine := vc.Engine.(*engine.Engine)
+		if eh := h.VCs[vc.Name]; eh != nil {
+			if !isEngine {
+				return fmt.Errorf("round: vc %s: history of policy %q, the VC now runs another mechanism", vc.Name, eh.Policy)
+			}
+			if eh.Policy != e.History().Policy {
+				return fmt.Errorf("round: vc %s: history of policy %q, engine runs %q", vc.Name, eh.Policy, e.History().Policy)
+			}
+		}
+		if _, ok := h.Other[vc.Name]; ok {
+			if _, keeps := vc.Engine.(historyKeeper); isEngine || !keeps {
+				return fmt.Errorf("round: vc %s: history of another mechanism than the VC runs", vc.Name)
+			}
 		}
 	}
 	if d.Opp != nil && h.Opportunistic != nil && h.Opportunistic.Policy != d.Opp.History().Policy {
@@ -173,7 +226,12 @@ func (d *Engines) UnmarshalHistory(b []byte) error {
 	}
 	for _, vc := range d.VCs {
 		if eh := h.VCs[vc.Name]; eh != nil {
-			if err := vc.Engine.SetHistory(eh); err != nil {
+			if err := vc.Engine.(*engine.Engine).SetHistory(eh); err != nil {
+				return fmt.Errorf("round: vc %s: %w", vc.Name, err)
+			}
+		}
+		if b, ok := h.Other[vc.Name]; ok {
+			if err := vc.Engine.(historyKeeper).UnmarshalHistory(b); err != nil {
 				return fmt.Errorf("round: vc %s: %w", vc.Name, err)
 			}
 		}

@@ -21,6 +21,9 @@ type QuotaVC struct {
 	// NoSpaceSharing: the VC's engine is offered no pairs (space_sharing
 	// = false), whatever its policy.
 	NoSpaceSharing bool
+	// Mechanism, when set, decides the VC's jobs instead of an engine of
+	// its policy (Gandiva-fair's stride scheduler, allocator/fair).
+	Mechanism Mechanism
 }
 
 // Quota decides a round for virtual clusters declared without cells
@@ -60,6 +63,7 @@ func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, reset bool, warn 
 	}
 	var names []string
 	var cfgs []engine.Config
+	var mechs []Mechanism
 	q := &Quota{vcs: vcs, vcIdx: map[string]int{}, warn: warn, warned: map[string]bool{}}
 	for i, v := range vcs {
 		if _, dup := q.vcIdx[v.Name]; dup || v.Name == "" {
@@ -77,13 +81,14 @@ func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, reset bool, warn 
 		}
 		names = append(names, v.Name)
 		cfgs = append(cfgs, engine.Config{Policy: pol, RoundS: roundS, Entities: v.Entities, ResetFirst: reset})
+		mechs = append(mechs, v.Mechanism)
 		q.part = append(q.part, map[string]bool{})
 	}
 	var opp *engine.Config
 	if oppPolicy != "" {
 		opp = &engine.Config{Policy: oppPolicy, RoundS: roundS, ResetFirst: reset}
 	}
-	es, err := NewEnginesFrom(names, cfgs, opp)
+	es, err := newEngines(names, cfgs, mechs, opp)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +218,7 @@ func (q *Quota) fits(v int, j engine.Job) bool {
 // sub runs one engine on its GPUs and jobs. A job counts as running for
 // the engine only when every GPU it holds is one of the engine's (else the
 // engine places it afresh and the merged plan moves it).
-func (q *Quota) sub(e *engine.Engine, s *engine.Snapshot, gpus []engine.GPU, jobs []engine.Job,
+func (q *Quota) sub(e Mechanism, s *engine.Snapshot, gpus []engine.GPU, jobs []engine.Job,
 	running map[string]*engine.Assignment, sharing bool) (*engine.Plan, error) {
 	mine := make(map[string]bool, len(gpus))
 	for _, g := range gpus {
