@@ -21,6 +21,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
+	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
 // Decider decides one round: an *engine.Engine (one policy for the whole
@@ -115,6 +116,13 @@ type VC struct {
 	Cells map[string]int `json:"cells,omitempty"`
 	// Entities are the weights of its entities (hierarchical policies).
 	Entities map[string]float64 `json:"entities,omitempty"`
+	// Users, Trades and Migrations are a gandiva_fair VC's users with
+	// their tickets and shares per GPU type (before trading: fair_share,
+	// after: share), the trades in force and the jobs moved for balance,
+	// as the last round planned them.
+	Users      []engine.UserShare `json:"users,omitempty"`
+	Trades     []fairshare.Trade  `json:"trades,omitempty"`
+	Migrations int                `json:"migrations,omitempty"`
 }
 
 // TypeUsage counts one GPU type's GPUs.
@@ -162,6 +170,11 @@ type JobStatus struct {
 	// With is the job it shares its GPUs with (space sharing: each runs
 	// on an MPS share of them); Throughput is then its pair throughput.
 	With string `json:"with,omitempty"`
+	// User is who submitted it (meta rondo.user, else the namespace).
+	User string `json:"user,omitempty"`
+	// Refused says why the scheduler will never run the job (a gang
+	// larger than any GPU generation of its gandiva_fair VC).
+	Refused string `json:"refused,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -238,7 +251,7 @@ func New(cfg Config) *Agent {
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
 		rounds: map[string]int{}, done: map[string]JobStatus{}, measured: map[string]map[string]*reports{},
 		measuredWith: map[pairReport]*reports{}, owners: map[string]string{},
-		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: cfg.VCs, Durable: cfg.Store != nil,
+		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: slices.Clone(cfg.VCs), Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
 
@@ -261,7 +274,7 @@ func (a *Agent) Reconfigure(e Decider, policy string, round time.Duration, vcs [
 		a.cfg.Engine, a.cfg.Policy, a.status.Policy = e, policy, policy
 	}
 	a.cfg.Round, a.status.RoundSeconds = round, round.Seconds()
-	a.cfg.VCs, a.status.VCs = vcs, vcs
+	a.cfg.VCs, a.status.VCs = vcs, slices.Clone(vcs)
 }
 
 // ErrLostState is returned by Run when the state was written by another
@@ -607,15 +620,23 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, pr := range s.Pairs {
 		pairTput[engine.UnitKey(pr.Jobs[:])] = pr.Throughput
 	}
+	refused := map[string]string{}
+	for _, u := range p.Users {
+		for j, why := range u.Refused {
+			refused[j] = why
+		}
+	}
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.recordUsers(p.Users)
 	jobs := make([]JobStatus, 0, len(s.Jobs))
 	known := make(map[string]bool, len(s.Jobs))
 	for _, j := range s.Jobs {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
-			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC}
+			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC,
+			User: j.User, Refused: refused[j.ID]}
 		for _, v := range j.ReceivedS {
 			if v > 0 {
 				js.State = "suspended"
@@ -681,6 +702,20 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	a.status.LastRound = now
 	a.status.Types = types
 	a.status.Jobs = jobs
+}
+
+// recordUsers puts the user-level mechanisms' shares on their VCs' status
+// (a plan without a VC's users clears them: no active user). Under a.mu.
+func (a *Agent) recordUsers(us []engine.UserShares) {
+	for i := range a.status.VCs {
+		v := &a.status.VCs[i]
+		v.Users, v.Trades, v.Migrations = nil, nil, 0
+		for _, u := range us {
+			if u.VC == v.Name || (u.VC == "" && len(a.status.VCs) == 1) {
+				v.Users, v.Trades, v.Migrations = u.Users, u.Trades, u.Migrations
+			}
+		}
+	}
 }
 
 // reports is the running mean of one job's reports on one GPU type.
@@ -764,6 +799,7 @@ func (a *Agent) Status() Status {
 	defer a.mu.Unlock()
 	s := a.status
 	s.Jobs = append([]JobStatus(nil), s.Jobs...)
+	s.VCs = slices.Clone(s.VCs) // recordUsers rewrites the elements
 	s.Types = make(map[string]TypeUsage, len(a.status.Types))
 	for k, v := range a.status.Types {
 		s.Types[k] = v

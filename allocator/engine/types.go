@@ -12,7 +12,10 @@
 // Policies are called only through policies.Solve.
 package engine
 
-import "github.com/rondo-sched/rondo/policies"
+import (
+	"github.com/rondo-sched/rondo/policies"
+	"github.com/rondo-sched/rondo/policies/fairshare"
+)
 
 // GPU is one accelerator as the backend sees it.
 type GPU struct {
@@ -197,4 +200,33 @@ type Plan struct {
 	Recomputed bool                 `json:"recomputed"`
 	SolveMS    float64              `json:"solve_ms,omitempty"`
 	Allocation *policies.Allocation `json:"-"`
+	// Users is what user-level mechanisms (Gandiva-fair, allocator/fair)
+	// planned per VC: shares, trades, refused jobs. Status only: backends
+	// ignore it.
+	Users []UserShares `json:"users,omitempty"`
+}
+
+// UserShares is one Gandiva-fair VC's users as its mechanism planned them.
+type UserShares struct {
+	// VC is set by the VC deciders ("" : the only one).
+	VC    string      `json:"vc,omitempty"`
+	Users []UserShare `json:"users"`
+	// Trades are the exchanges of share between GPU generations in force.
+	Trades []fairshare.Trade `json:"trades,omitempty"`
+	// Refused are jobs the mechanism never schedules, with the reason.
+	Refused map[string]string `json:"refused,omitempty"`
+	// Migrations counts the jobs moved for load balance so far.
+	Migrations int `json:"migrations,omitempty"`
+}
+
+// UserShare is one user's tickets and shares, in GPUs per type.
+type UserShare struct {
+	User    string `json:"user"`
+	Tickets int    `json:"tickets"`
+	// FairShare is before trading, Share after.
+	FairShare map[string]float64 `json:"fair_share"`
+	Share     map[string]float64 `json:"share"`
+	// ReceivedGPUS is the GPU time its active jobs received, GPU-seconds
+	// per type.
+	ReceivedGPUS map[string]float64 `json:"received_gpu_s,omitempty"`
 }

@@ -204,6 +204,7 @@ func (s *CellLayer) Round(snap CellSnapshot) (*CellResult, error) {
 			return nil, fmt.Errorf("round: vc %s: %w", vc.Name, err)
 		}
 		res.VCPlans[v] = plan
+		res.Plan.Users = append(res.Plan.Users, usersOf(plan, vc.Name)...)
 		res.Plan.Recomputed = res.Plan.Recomputed || plan.Recomputed
 		if err := s.apply(plan, running, vc.Name, cells.Guaranteed, nodesOf(virt), res, prio); err != nil {
 			return nil, err

@@ -227,7 +227,7 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			running[j], held[j], unit[j] = ids, r.GPUs, engine.UnitKey(r.Jobs)
 		}
 	}
-	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS,
+	p := &engine.Plan{TimeS: s.TimeS, Recomputed: res.Plan.Recomputed, SolveMS: res.Plan.SolveMS, Users: res.Plan.Users,
 		Allocation: MergeAllocations(append(slices.Clone(res.VCPlans), res.OppPlan))}
 	in := map[string]bool{}
 	for _, a := range res.Plan.Assignments {

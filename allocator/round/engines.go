@@ -243,3 +243,13 @@ func (d *Engines) UnmarshalHistory(b []byte) error {
 	}
 	return nil
 }
+
+// usersOf is a VC plan's user shares, named with the VC.
+func usersOf(p *engine.Plan, vc string) []engine.UserShares {
+	out := make([]engine.UserShares, len(p.Users))
+	for i, u := range p.Users {
+		u.VC = vc
+		out[i] = u
+	}
+	return out
+}

@@ -152,6 +152,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			return nil, fmt.Errorf("round: vc %s: %w", q.vcs[v].Name, err)
 		}
 		plans = append(plans, p)
+		out.Users = append(out.Users, usersOf(p, q.vcs[v].Name)...)
 		for _, a := range p.Assignments {
 			for _, g := range a.GPUs {
 				used[g] = true

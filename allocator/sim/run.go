@@ -462,7 +462,7 @@ func (s *simulator) snapshot() *engine.Snapshot {
 	for _, js := range s.active {
 		j := engine.Job{ID: js.id, ScaleFactor: js.tj.ScaleFactor, Throughput: js.tput, Weight: js.tj.Priority,
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
-			Started: js.ran, Measured: js.measured, Model: js.tj.Model, Profile: js.tj.Profile}
+			Started: js.ran, Measured: js.measured, Model: js.tj.Model, Profile: js.tj.Profile, User: js.tj.User}
 		js.measured = nil // reported once
 		if v := s.compatOrderSpeed(js); v != 1 {
 			j.Throughput = make(map[string]float64, len(js.tput))
@@ -717,6 +717,7 @@ func (s *simulator) result() *Result {
 			}
 		}
 	}
+	r.Users = userResults(s.all)
 	if anySLO {
 		r.SLOViolations = &slo
 	}

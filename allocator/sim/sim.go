@@ -276,6 +276,8 @@ type Result struct {
 	// of opportunistic jobs (VC mode only, vc.go).
 	VCs           []VCResult `json:"vcs,omitempty"`
 	Opportunistic *VCResult  `json:"opportunistic,omitempty"`
+	// Users are per-user metrics, when the trace names users (trace.Job.User).
+	Users []UserResult `json:"users,omitempty"`
 	// ClassBusy is busy GPU time per class (Options.BusyWindowS only).
 	ClassBusy *ClassBusy  `json:"class_busy,omitempty"`
 	Jobs      []JobResult `json:"-"`

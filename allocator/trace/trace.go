@@ -40,6 +40,10 @@ type Job struct {
 	// --vc-config` (JSON-lines traces only; otherwise drawn by the CLI).
 	VC            string `json:"vc,omitempty"`
 	Opportunistic bool   `json:"opportunistic,omitempty"`
+	// User is who submitted the job (Gandiva-fair's fair-share unit;
+	// JSON-lines traces only): the simulator's per-user metrics group by
+	// it, and a gandiva_fair VC shares its GPUs between users.
+	User string `json:"user,omitempty"`
 	// Profile names the job's CPU/memory sensitivity profile
 	// (allocator/synergy; a Synergy trace's model), "" for none.
 	Profile string `json:"profile,omitempty"`

@@ -75,10 +75,19 @@ func printJobs(w interface{ Write([]byte) (int, error) }, jobs []agent.JobStatus
 		if j.With != "" {
 			typ += " shared with " + j.With // space sharing: an MPS share of each GPU
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f/%.0f\t%s\t%s\n", j.ID, orDash(j.VC), j.State, typ, j.ScaleFactor,
+		state := j.State
+		if j.Refused != "" {
+			state = "refused"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.0f/%.0f\t%s\t%s\n", j.ID, orDash(j.VC), state, typ, j.ScaleFactor,
 			j.Rounds, j.TotalSteps-j.RemainingSteps, j.TotalSteps, rate(j.Throughput), eta(j.ETA))
 	}
 	tw.Flush()
+	for _, j := range jobs {
+		if j.Refused != "" {
+			fmt.Fprintf(w, "%s refused: %s\n", j.ID, j.Refused)
+		}
+	}
 }
 
 type jobStatus struct {

@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/cli"
+	"github.com/rondo-sched/rondo/allocator/agent"
 )
 
 func init() {
@@ -66,7 +68,40 @@ func (c *statusCmd) Run(args []string) int {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t, u.Total, u.Used, u.Failed)
 	}
 	tw.Flush()
+	printUsers(c.stdout, s.VCs, types)
 	fmt.Fprintln(c.stdout)
 	printJobs(c.stdout, s.Jobs)
 	return 0
+}
+
+// printUsers prints each gandiva_fair VC's users (tickets, GPUs per type
+// before and after trading) and its trades.
+func printUsers(w io.Writer, vcs []agent.VC, types []string) {
+	for _, v := range vcs {
+		if len(v.Users) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nUsers of VC %s (GPUs per type: fair share -> after trading; migrations %d)\n", v.Name, v.Migrations)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprint(tw, "User\tTickets")
+		for _, t := range types {
+			fmt.Fprintf(tw, "\t%s", t)
+		}
+		fmt.Fprintln(tw)
+		for _, u := range v.Users {
+			fmt.Fprintf(tw, "%s\t%d", u.User, u.Tickets)
+			for _, t := range types {
+				if u.FairShare[t] == u.Share[t] {
+					fmt.Fprintf(tw, "\t%.2f", u.Share[t])
+				} else {
+					fmt.Fprintf(tw, "\t%.2f -> %.2f", u.FairShare[t], u.Share[t])
+				}
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		for _, tr := range v.Trades {
+			fmt.Fprintf(w, "Trade: %s buys %.2f %s from %s at %.2f %s each\n", tr.Buyer, tr.Amount, tr.Fast, tr.Seller, tr.Price, tr.Slow)
+		}
+	}
 }
