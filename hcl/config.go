@@ -7,6 +7,7 @@ package hcl
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"net"
 	"net/url"
@@ -14,7 +15,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
@@ -175,7 +178,63 @@ type VC struct {
 	SpaceSharing bool
 	// Placement is the VC's CPU and memory placement ("" : the config's).
 	Placement string
-	Range     hcl.Range
+
+	// Gandiva-fair (policy = "gandiva_fair" only; any of these in another
+	// VC is an error).
+
+	// Trading: users trade fair shares between GPU generations
+	// (Gandiva-fair §3.4). Default false.
+	Trading bool
+	// Quantum is how long a share holds before it is recomputed and jobs
+	// migrate: a whole number of rounds (QuantumRounds). 0: unset, the
+	// allocator chooses.
+	Quantum      time.Duration
+	QuantumRange hcl.Range // the quantum value (zero when unset)
+	// MaxMigrations bounds the jobs migrated per round. 0: unset, the
+	// allocator chooses.
+	MaxMigrations int
+	// TradeMargin is the speedup margin a trade must clear (0.05: 5%),
+	// used only when Trading. 0: unset, the allocator chooses.
+	TradeMargin float64
+	// Users are the VC's users and their tickets, in declaration order:
+	// a gandiva_fair VC's entities (it declares no entity blocks).
+	Users []User
+
+	Range hcl.Range
+}
+
+// GandivaFairPolicy is the policy name the Gandiva-fair fields require.
+const GandivaFairPolicy = "gandiva_fair"
+
+// GandivaFair reports whether the VC runs Gandiva-fair (its policy, or an
+// alias of it).
+func (v VC) GandivaFair() bool {
+	c, err := names.Canonical(v.Policy)
+	return err == nil && c == GandivaFairPolicy
+}
+
+// QuantumRounds is the VC's quantum in rounds of length round: at least 1
+// once Validate has passed, and 0 when quantum is unset (or round is not
+// positive), leaving the caller to choose its default.
+func (v VC) QuantumRounds(round time.Duration) int {
+	if v.Quantum <= 0 || round <= 0 {
+		return 0
+	}
+	return int(v.Quantum / round)
+}
+
+// DefaultTickets are a user's tickets when its user block sets none; the
+// same value as policies/fairshare.DefaultTickets (which hcl does not
+// import), the tickets of a user no block declares.
+const DefaultTickets = 100
+
+// User is a gandiva_fair VC's user (jobs name it with `user`, meta
+// rondo.user) and its tickets: users share the VC's GPUs of each
+// generation in proportion to their tickets.
+type User struct {
+	Name    string
+	Tickets int
+	Range   hcl.Range // the block's header
 }
 
 // Quota is a number of cells of one type.
@@ -557,8 +616,9 @@ func decodeCell(b *hcl.Block) (Cell, hcl.Diagnostics) {
 func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, SpaceSharing: true, Range: b.DefRange}
 	content, diags := b.Body.Content(&hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}},
+		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"},
+			{Name: "trading"}, {Name: "quantum"}, {Name: "max_migrations"}, {Name: "trade_margin"}},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}, {Type: "user", LabelNames: []string{"name"}}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
 		pairs, d := hcl.ExprMap(a.Expr)
@@ -598,16 +658,22 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 				fmt.Sprintf("vc %q: set quota (cells) or gpus (a quota-only share), not both", v.Name)))
 		}
 	}
+	policyOK := true
 	if a, ok := content.Attributes["policy"]; ok {
 		s, d := stringAttr(a)
 		diags = append(diags, d...)
+		policyOK = !d.HasErrors()
 		if !d.HasErrors() {
 			v.Policy = s
 			if err := ValidPolicy(s); err != nil {
+				policyOK = false
 				diags = append(diags, errAt(a.Expr.Range(), "Unknown VC policy", fmt.Sprintf("vc %q: policy %v", v.Name, err)))
 			}
 		}
 	}
+	// With a bad policy, only the policy's error: whether the Gandiva-fair
+	// fields belong is unknown.
+	diags = append(diags, decodeGandivaFair(content, &v, policyOK)...)
 	if a, ok := content.Attributes["weight"]; ok {
 		w, d := floatAttr(a)
 		diags = append(diags, d...)
@@ -637,6 +703,14 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		v.Pinned = l
 	}
 	for _, eb := range content.Blocks {
+		if eb.Type != "entity" {
+			continue // user: decodeGandivaFair
+		}
+		if v.GandivaFair() {
+			diags = append(diags, errAt(eb.DefRange, "Entity in a gandiva_fair VC",
+				fmt.Sprintf("vc %q: entity: a gandiva_fair VC's users are its entities; declare user blocks", v.Name)))
+			continue
+		}
 		e := Entity{Name: eb.Labels[0], Weight: 1, Policy: v.Policy, Range: eb.DefRange}
 		ec, d := eb.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "weight"}, {Name: "policy"}}})
 		diags = append(diags, d...)
@@ -663,6 +737,132 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		v.Entities = append(v.Entities, e)
 	}
 	return v, diags
+}
+
+// decodeGandivaFair reads a gandiva_fair VC's fields: trading, quantum,
+// max_migrations, trade_margin and user blocks. In a VC of another policy
+// each is an error naming the field (none when policyOK is false: the
+// policy itself is in error). Every error names the field at fault.
+func decodeGandivaFair(content *hcl.BodyContent, v *VC, policyOK bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if !v.GandivaFair() {
+		if !policyOK {
+			return nil
+		}
+		for _, f := range []struct{ name, what string }{
+			{"trading", "trades"}, {"quantum", "has a quantum"},
+			{"max_migrations", "bounds migrations"}, {"trade_margin", "trades"},
+		} {
+			if a, ok := content.Attributes[f.name]; ok {
+				diags = append(diags, errAt(a.NameRange, "Not a gandiva_fair VC",
+					fmt.Sprintf("vc %q: %s: only a gandiva_fair VC %s (policy is %q)", v.Name, f.name, f.what, v.Policy)))
+			}
+		}
+		for _, b := range content.Blocks {
+			if b.Type == "user" {
+				diags = append(diags, errAt(b.DefRange, "Not a gandiva_fair VC",
+					fmt.Sprintf("vc %q: user %q: only a gandiva_fair VC has users with tickets (policy is %q)", v.Name, b.Labels[0], v.Policy)))
+			}
+		}
+		return diags
+	}
+	if a, ok := content.Attributes["trading"]; ok {
+		on, d := boolAttr(a)
+		diags = append(diags, d...)
+		v.Trading = on
+	}
+	if a, ok := content.Attributes["quantum"]; ok {
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			v.QuantumRange = a.Expr.Range()
+			q, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid quantum",
+					fmt.Sprintf("vc %q: quantum: %q is not a duration (e.g. \"6m\")", v.Name, s)))
+			case q <= 0:
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid quantum",
+					fmt.Sprintf("vc %q: quantum: %s must be positive", v.Name, s)))
+			default:
+				v.Quantum = q // a whole number of rounds: Validate (round_seconds may be in another file)
+			}
+		}
+	}
+	if a, ok := content.Attributes["max_migrations"]; ok {
+		n, got, d := wholeExpr(a.Expr, 0)
+		diags = append(diags, d...)
+		if !d.HasErrors() && got != "" {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid max_migrations",
+				fmt.Sprintf("vc %q: max_migrations: must be a whole number >= 0, got %s", v.Name, got)))
+		}
+		v.MaxMigrations = n
+	}
+	if a, ok := content.Attributes["trade_margin"]; ok {
+		m, d := floatAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() && (m < 0 || math.IsInf(m, 0)) {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid trade_margin",
+				fmt.Sprintf("vc %q: trade_margin: must be a number >= 0, got %s", v.Name, strconv.FormatFloat(m, 'g', -1, 64))))
+		}
+		v.TradeMargin = m
+	}
+	seen := map[string]hcl.Range{}
+	for _, b := range content.Blocks {
+		if b.Type != "user" {
+			continue
+		}
+		u := User{Name: b.Labels[0], Tickets: DefaultTickets, Range: b.DefRange}
+		if u.Name == "" {
+			diags = append(diags, errAt(b.DefRange, "Invalid user",
+				fmt.Sprintf("vc %q: user \"\": the name must not be empty", v.Name)))
+			continue
+		}
+		if prev, dup := seen[u.Name]; dup {
+			diags = append(diags, errAt(b.DefRange, "Duplicate name",
+				fmt.Sprintf("vc %q: user %q: declared twice (first at %s)", v.Name, u.Name, pos(prev))))
+			continue
+		}
+		seen[u.Name] = b.DefRange
+		uc, d := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "tickets"}}})
+		diags = append(diags, d...)
+		if a, ok := uc.Attributes["tickets"]; ok {
+			n, got, d := wholeExpr(a.Expr, 1)
+			diags = append(diags, d...)
+			if !d.HasErrors() && got != "" {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid tickets",
+					fmt.Sprintf("vc %q: user %q: tickets: must be a positive integer, got %s", v.Name, u.Name, got)))
+			}
+			u.Tickets = n
+		}
+		v.Users = append(v.Users, u)
+	}
+	return diags
+}
+
+// wholeExpr evaluates a whole number of at least min written as a number.
+// got is "" when it is one, else the value as written for the error
+// ("2.5", "-1", "\"8\", a string"); diags are evaluation errors only.
+func wholeExpr(e hcl.Expression, min int64) (n int, got string, diags hcl.Diagnostics) {
+	val, diags := e.Value(nil)
+	if diags.HasErrors() {
+		return 0, "", diags
+	}
+	switch {
+	case val.IsNull():
+		return 0, "null", nil
+	case !val.IsWhollyKnown():
+		return 0, "an unknown value", nil
+	case val.Type() == cty.String:
+		return 0, fmt.Sprintf("%q, a string", val.AsString()), nil
+	case val.Type() != cty.Number:
+		return 0, "a " + val.Type().FriendlyName(), nil
+	}
+	i, acc := val.AsBigFloat().Int64()
+	if acc != big.Exact || i < min || i > 1<<31 {
+		return 0, val.AsBigFloat().Text('g', -1), nil
+	}
+	return int(i), "", nil
 }
 
 // gpuTypeName is a GPU type as a quota-only share names it: a lowercase

@@ -24,6 +24,15 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`cell_type "a" { child = "a"
 count = 2 }`))
 	f.Add([]byte(`round_seconds = -1`))
+	f.Add([]byte(`vc "f" {
+policy = "gandiva_fair"
+trading = true
+quantum = "6m"
+max_migrations = 2
+trade_margin = 0.05
+user "alice" { tickets = 200 }
+user "bob" { tickets = 1e400 }
+}`))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		cfg, diags := Parse(Source{Name: "fuzz.hcl", Src: src})
 		if diags.HasErrors() == (cfg != nil) {

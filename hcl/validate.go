@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rondo-sched/rondo/allocator/cells"
@@ -79,6 +80,16 @@ func Validate(cfg *Config) hcl.Diagnostics {
 			continue
 		}
 		vcs[v.Name] = v
+	}
+	// A gandiva_fair quantum is a whole number of rounds (round_seconds
+	// may be set in a later file, so this waits until all are read).
+	if round := time.Duration(cfg.RoundSeconds) * time.Second; round > 0 {
+		for i := range cfg.VCs {
+			if v := &cfg.VCs[i]; v.Quantum > 0 && v.Quantum%round != 0 {
+				diags = append(diags, errAt(v.QuantumRange, "Invalid quantum",
+					fmt.Sprintf("vc %q: quantum: %s is not a whole number of rounds (round %s)", v.Name, shortDuration(v.Quantum), shortDuration(round))))
+			}
+		}
 	}
 
 	// Quota-only shares (gpus) are for a config without cells, and then
@@ -267,6 +278,19 @@ func (c *Config) CellSpec() cells.Spec {
 			p = pinned[cell.Name]
 		}
 		s.Cells = append(s.Cells, cells.TopCell{Name: cell.Name, Type: cell.Type, Pinned: p, Bad: cell.Bad})
+	}
+	return s
+}
+
+// shortDuration prints a duration as written in configs: 6m, 1h30m, 90s
+// (not 6m0s).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }

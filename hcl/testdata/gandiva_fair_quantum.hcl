@@ -1,0 +1,5 @@
+round_seconds = 360
+vc "research" {
+  policy  = "gandiva_fair"
+  quantum = "5m"
+}

@@ -1,0 +1,4 @@
+vc "research" {
+  policy  = "fifo"
+  trading = true
+}
