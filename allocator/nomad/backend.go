@@ -688,6 +688,11 @@ func (st *jobState) engineJob(id string) engine.Job {
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
 		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
 		Started: st.admitted, Profile: st.policy.Profile}
+	if j.User == "" && st.job != nil {
+		// No rondo.user: the job's namespace is its user (Gandiva-fair's
+		// fair-share unit).
+		j.User = deref(st.job.Namespace)
+	}
 	if st.policy.Class == hcl.Opportunistic {
 		j.Class = engine.Opportunistic
 	}
