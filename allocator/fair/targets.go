@@ -148,6 +148,8 @@ func (s *Scheduler) correct(lay *layout, t string, base map[string]float64) {
 	users := map[string]*[2]float64{} // predicted, bound demand
 	for it := 0; it < 10; it++ {
 		g.predict()
+		g.clamp()
+		g.predict()
 		clear(users)
 		for _, js := range g.jobs {
 			p := users[js.User]
@@ -188,6 +190,10 @@ type generation struct {
 	gangs   []*jobState
 	jobs    []*jobState
 	pos     map[*server]int
+	// From predict: levels per server, gangs' fractions, gangs per server.
+	level []float64
+	f     []float64
+	onSrv [][]int
 }
 
 func (s *Scheduler) gen(lay *layout, t string) *generation {
@@ -212,21 +218,23 @@ func (s *Scheduler) gen(lay *layout, t string) *generation {
 }
 
 // predict sets each job's rate (GPUs it gets on average) under stride
-// scheduling: passes of uncapped jobs on a server advance together, so
-// a server's small jobs share its GPUs by ticket-weighted water-filling,
-// each capped at its size (times the time no gang blocks it). A gang runs
-// a fraction f of the time; its pass keeps up with the slowest of its
-// servers' levels (it runs only at the head of every queue): f·GPUs/t =
-// min over its servers of the level (GPUs per ticket), within the GPUs
-// its servers have left. Gangs' fractions are found by a damped
-// fixed-point iteration (none without gangs).
+// scheduling, and each server's level (GPUs per ticket of its uncapped
+// small jobs; +Inf when all are capped). Passes of uncapped jobs on a
+// server advance together, so a server's small jobs share the GPUs the
+// gangs leave by ticket-weighted water-filling, each capped at its size
+// times the time no gang blocks it. A gang runs a fraction f of the time
+// and only at the head of every queue, so its pass rate f·GPUs/tickets
+// is the lowest pass rate (rate/tickets) among the small jobs of its
+// servers (capped ones included: a capped job with many tickets holds
+// the gang back, which clamp prevents). The gangs' fractions come from a
+// damped fixed-point iteration (one pass without gangs).
 func (g *generation) predict() {
 	f := make([]float64, len(g.gangs))
-	level := make([]float64, len(g.servers))
-	used := make([]float64, len(g.servers)) // small jobs' GPUs per server
+	g.level = make([]float64, len(g.servers))
+	slowest := make([]float64, len(g.servers)) // lowest pass rate of small jobs
 	iters := 1
 	if len(g.gangs) > 0 {
-		iters = 30
+		iters = 40
 	}
 	onSrv := make([][]int, len(g.servers)) // gang indices per server
 	for k, gj := range g.gangs {
@@ -264,12 +272,12 @@ func (g *generation) predict() {
 				w = append(w, js.Tickets)
 			}
 			got := fairshare.WaterFill(avail, d, w)
-			level[i], used[i] = math.Inf(1), 0
+			g.level[i], slowest[i] = math.Inf(1), math.Inf(1)
 			for k, js := range jobs {
 				js.rate = got[k]
-				used[i] += got[k]
+				slowest[i] = math.Min(slowest[i], got[k]/w[k])
 				if got[k] < d[k]-1e-9 {
-					level[i] = math.Min(level[i], got[k]/w[k])
+					g.level[i] = math.Min(g.level[i], got[k]/w[k])
 				}
 			}
 		}
@@ -277,14 +285,10 @@ func (g *generation) predict() {
 			fk := 1.0
 			for n, v := range gj.srv {
 				i := g.pos[v]
-				if !math.IsInf(level[i], 1) {
-					// Small jobs there yield: the gang keeps pace with them.
-					fk = math.Min(fk, level[i]*gj.Tickets/float64(gj.GPUs))
-					continue
+				if !math.IsInf(slowest[i], 1) {
+					fk = math.Min(fk, slowest[i]*gj.Tickets/float64(gj.GPUs))
 				}
-				// All small jobs there run as much as they can: the gang
-				// gets what they and the other gangs leave.
-				room := float64(v.cap()) - used[i]
+				room := float64(v.cap())
 				for _, h := range onSrv[i] {
 					if h != k {
 						room -= f[h] * float64(needOn(g.gangs[h], i))
@@ -292,14 +296,43 @@ func (g *generation) predict() {
 				}
 				fk = math.Min(fk, math.Max(0, room/float64(gj.need[n])))
 			}
-			f[k] = (f[k] + fk) / 2
-			if it == iters-1 {
-				f[k] = fk
+			if it < iters-1 {
+				fk = (f[k] + fk) / 2
 			}
+			f[k] = fk
 		}
 	}
 	for k, gj := range g.gangs {
 		gj.rate = f[k] * float64(gj.GPUs)
+	}
+	g.f = f
+	g.onSrv = onSrv
+}
+
+// clamp lowers the tickets of capped small jobs (those that get their
+// whole size whenever no gang blocks them) to what just gives them that
+// (rate / level): their passes then advance with their server's level
+// instead of lagging behind it, so they neither hold back a gang waiting
+// for the head of their queue nor bank credit. On a server where every
+// small job is capped, the reference level is the gangs' pass rate.
+func (g *generation) clamp() {
+	for i, jobs := range g.small {
+		ref := g.level[i]
+		if math.IsInf(ref, 1) {
+			for _, k := range g.onSrv[i] {
+				if gj := g.gangs[k]; g.f[k] > 0 {
+					ref = math.Min(ref, g.f[k]*float64(gj.GPUs)/gj.Tickets)
+				}
+			}
+		}
+		if math.IsInf(ref, 1) || ref <= 0 {
+			continue
+		}
+		for _, js := range jobs {
+			if js.rate > 0 && js.rate/js.Tickets < ref {
+				js.Tickets = math.Max(minTickets, js.rate/ref)
+			}
+		}
 	}
 }
 
