@@ -49,7 +49,22 @@ func (s *Scheduler) bind(lay *layout, jobs []*jobState, value fairshare.Value) {
 	st := s.st
 	bound := map[string]map[string]float64{}
 	count := map[[2]string]int{}
-	load := s.loads(lay)
+	// Loads with the tickets this event will give (the user's share split
+	// over all its jobs), not the last event's: jobs bound together
+	// weigh alike.
+	nUser := map[string]int{}
+	for _, js := range jobs {
+		nUser[js.User]++
+	}
+	tk := func(js *jobState, t string) float64 {
+		return math.Max(minTickets, st.Shares[js.User][t]/float64(nUser[js.User]))
+	}
+	load := make([]float64, len(lay.servers))
+	for _, js := range jobs {
+		for k, v := range js.srv {
+			load[v.idx] += tk(js, js.Type) * float64(js.need[k]) / float64(v.cap())
+		}
+	}
 	srvMin := make([]float64, len(lay.servers))
 	for i := range srvMin {
 		srvMin[i] = math.Inf(1)
@@ -89,7 +104,7 @@ func (s *Scheduler) bind(lay *layout, jobs []*jobState, value fairshare.Value) {
 			continue // refused jobs never get here
 		}
 		c := count[[2]string{js.User, t}] + 1
-		tk := math.Max(minTickets, st.Shares[js.User][t]/float64(c))
+		w := tk(js, t)
 		js.Type = t
 		js.Servers, js.srv, js.need = js.Servers[:0], js.srv[:0], js.need[:0]
 		if js.GPUs <= lay.largest[t] {
@@ -131,7 +146,7 @@ func (s *Scheduler) bind(lay *layout, jobs []*jobState, value fairshare.Value) {
 			js.Pass = 0
 		}
 		for k, v := range js.srv {
-			load[v.idx] += tk * float64(js.need[k]) / float64(v.cap())
+			load[v.idx] += w * float64(js.need[k]) / float64(v.cap())
 			srvMin[v.idx] = math.Min(srvMin[v.idx], js.Pass)
 		}
 		if m, ok := genMin[t]; !ok || js.Pass < m {

@@ -87,8 +87,8 @@ func TestMixedSizesInvariants(t *testing.T) {
 // of its predicted rate × T at every quantum.
 //
 // KNOWN FAILURE (measured, not fixed): on these mixes the bounds fail for
-// most seeds (job lag up to ~350 GPU-quanta over 300 quanta, user errors
-// up to ~140%). Cause: packing. A 4-GPU job on a 4-GPU server excludes
+// most seeds (job lag up to ~600 GPU-quanta over 300 quanta, user errors
+// up to ~110%). Cause: packing. A 4-GPU job on a 4-GPU server excludes
 // every other job there, so the server alternates between it and sets
 // of small jobs; stride scheduling then equalizes pass rates between
 // mutually exclusive sets (a 4-GPU job with tickets t4 against a 1-GPU

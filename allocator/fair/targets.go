@@ -189,7 +189,7 @@ type generation struct {
 	small   [][]*jobState // per server (index in servers)
 	gangs   []*jobState
 	jobs    []*jobState
-	pos     map[*server]int
+	pos     []int // position in servers by global server index
 	// From predict: levels per server, gangs' fractions, gangs per server.
 	level []float64
 	f     []float64
@@ -197,9 +197,9 @@ type generation struct {
 }
 
 func (s *Scheduler) gen(lay *layout, t string) *generation {
-	g := &generation{servers: lay.byType[t], pos: map[*server]int{}}
+	g := &generation{servers: lay.byType[t], pos: make([]int, len(lay.servers))}
 	for i, v := range g.servers {
-		g.pos[v] = i
+		g.pos[v.idx] = i
 	}
 	g.small = make([][]*jobState, len(g.servers))
 	for _, js := range s.sorted() {
@@ -210,7 +210,7 @@ func (s *Scheduler) gen(lay *layout, t string) *generation {
 		if js.gang() {
 			g.gangs = append(g.gangs, js)
 		} else {
-			i := g.pos[js.srv[0]]
+			i := g.pos[js.srv[0].idx]
 			g.small[i] = append(g.small[i], js)
 		}
 	}
@@ -229,42 +229,44 @@ func (s *Scheduler) gen(lay *layout, t string) *generation {
 // the gang back, which clamp prevents). The gangs' fractions come from a
 // damped fixed-point iteration (one pass without gangs).
 func (g *generation) predict() {
-	f := make([]float64, len(g.gangs))
-	g.level = make([]float64, len(g.servers))
-	slowest := make([]float64, len(g.servers)) // lowest pass rate of small jobs
+	// Warm start from the previous call's fractions (the corrections call
+	// predict 20 times per event).
+	f := g.f
 	iters := 1
 	if len(g.gangs) > 0 {
-		iters = 40
+		iters = 8
 	}
-	onSrv := make([][]int, len(g.servers)) // gang indices per server
+	if len(f) != len(g.gangs) {
+		f = make([]float64, len(g.gangs))
+		if len(g.gangs) > 0 {
+			iters = 40
+		}
+	}
+	g.level = make([]float64, len(g.servers))
+	slowest := make([]float64, len(g.servers)) // lowest pass rate of small jobs
+	onSrv := make([][]int, len(g.servers))     // gang indices per server
+	needAt := make([][]int, len(g.servers))    // their GPUs there
 	for k, gj := range g.gangs {
-		for _, v := range gj.srv {
-			i := g.pos[v]
+		for n, v := range gj.srv {
+			i := g.pos[v.idx]
 			onSrv[i] = append(onSrv[i], k)
+			needAt[i] = append(needAt[i], gj.need[n])
 		}
-	}
-	needOn := func(gj *jobState, i int) int {
-		for k, v := range gj.srv {
-			if g.pos[v] == i {
-				return gj.need[k]
-			}
-		}
-		return 0
 	}
 	var d, w []float64
 	for it := 0; it < iters; it++ {
 		for i, v := range g.servers {
 			jobs := g.small[i]
 			avail := float64(v.cap())
-			for _, k := range onSrv[i] {
-				avail -= f[k] * float64(needOn(g.gangs[k], i))
+			for m, k := range onSrv[i] {
+				avail -= f[k] * float64(needAt[i][m])
 			}
 			avail = math.Max(0, avail)
 			d, w = d[:0], w[:0]
 			for _, js := range jobs {
 				blocked := 0.0
-				for _, k := range onSrv[i] {
-					if v.cap()-needOn(g.gangs[k], i) < js.GPUs {
+				for m, k := range onSrv[i] {
+					if v.cap()-needAt[i][m] < js.GPUs {
 						blocked += f[k]
 					}
 				}
@@ -284,14 +286,14 @@ func (g *generation) predict() {
 		for k, gj := range g.gangs {
 			fk := 1.0
 			for n, v := range gj.srv {
-				i := g.pos[v]
+				i := g.pos[v.idx]
 				if !math.IsInf(slowest[i], 1) {
 					fk = math.Min(fk, slowest[i]*gj.Tickets/float64(gj.GPUs))
 				}
 				room := float64(v.cap())
-				for _, h := range onSrv[i] {
+				for m, h := range onSrv[i] {
 					if h != k {
-						room -= f[h] * float64(needOn(g.gangs[h], i))
+						room -= f[h] * float64(needAt[i][m])
 					}
 				}
 				fk = math.Min(fk, math.Max(0, room/float64(gj.need[n])))
