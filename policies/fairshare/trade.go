@@ -26,6 +26,11 @@ type Value map[string]map[string]float64
 // minTrade is the smallest amount (fast GPUs) worth a trade.
 const minTrade = 1e-9
 
+// sellerPrice, set only by tests (export_test.go), replaces the second
+// price by the seller's own speedup: the ablation in
+// docs/gandiva-fair-trading.md.
+var sellerPrice bool
+
 // Utility is user u's total value of its shares in its own valuation:
 // Σ_t value[u][t]·shares[u][t].
 func Utility(shares Shares, value Value, user string) float64 {
@@ -178,6 +183,9 @@ func tradePair(out Shares, value Value, demand map[string]float64, margin float6
 					}
 				}
 				price = math.Min(price, speed[b])
+				if sellerPrice {
+					price = speed[s]
+				}
 				if math.IsInf(price, 0) || math.IsNaN(price) {
 					continue
 				}
