@@ -13,6 +13,8 @@ import (
 	"reflect"
 	"sort"
 	"unsafe"
+
+	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
 // GPUType is one kind of accelerator in the cluster.
@@ -45,6 +47,18 @@ type Job struct {
 	IsolatedTimeS *float64 `json:"isolated_time_s,omitempty"`
 	SLOs          *float64 `json:"slo_s"`
 	Entity        string   `json:"entity,omitempty"`
+	// User owns the job under gandiva_fair (empty: user "default"); other
+	// policies ignore it.
+	User string `json:"user,omitempty"`
+}
+
+// DefaultUser owns the jobs that name no user.
+const DefaultUser = "default"
+
+// UserTickets is one user's weight under gandiva_fair: its tickets, a
+// positive integer (decoded as a JSON number and checked by Validate).
+type UserTickets struct {
+	Tickets float64 `json:"tickets"`
 }
 
 // Pair is a measured colocation of two jobs sharing one GPU: the two jobs'
@@ -70,6 +84,13 @@ type Problem struct {
 	Entities map[string]Entity  `json:"entities,omitempty"`
 	// Seed drives the randomized baselines (gandiva).
 	Seed int64 `json:"seed,omitempty"`
+	// Users are gandiva_fair's users and their tickets; a user named by a
+	// job but absent here has fairshare.DefaultTickets. Other policies
+	// ignore users.
+	Users map[string]UserTickets `json:"users,omitempty"`
+	// Trading turns gandiva_fair's trading between GPU generations on or
+	// off (absent: on).
+	Trading *bool `json:"trading,omitempty"`
 }
 
 // UnmarshalJSON reads a job with scale_factor 1 when the field is absent
@@ -244,6 +265,14 @@ func (p *Problem) validate() ([][2]int32, error) {
 		}
 		good[key] = struct{}{}
 	}
+	for _, name := range sortedNames(p.Users) {
+		if name == "" {
+			return nil, fmt.Errorf("users: empty user name")
+		}
+		if v := p.Users[name].Tickets; badNumber(v) || v <= 0 || v != math.Trunc(v) {
+			return nil, fmt.Errorf("users.%s.tickets: must be a positive integer", name)
+		}
+	}
 	for name, e := range p.Entities {
 		if badNumber(e.Weight) || e.Weight < 0 {
 			return nil, fmt.Errorf("entities.%s.weight: must be a non-negative number", name)
@@ -255,6 +284,17 @@ func (p *Problem) validate() ([][2]int32, error) {
 		}
 	}
 	return pairJobs, nil
+}
+
+// sortedNames is a map's keys, sorted (errors name the first bad entry
+// deterministically).
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // mapKey is a map's identity: maps shared between pairs have the same key.
@@ -418,6 +458,11 @@ type Allocation struct {
 	// Effective is each job's throughput under the allocation, steps/s.
 	Effective []float64
 	SolveMS   float64
+	// gandiva_fair only: each user's GPUs per type from its tickets before
+	// trading (FairShares) and after (UserShares), and the trades made.
+	FairShares fairshare.Shares  `json:"fair_shares,omitempty"`
+	UserShares fairshare.Shares  `json:"user_shares,omitempty"`
+	Trades     []fairshare.Trade `json:"trades,omitempty"`
 }
 
 func newAllocation(policy string, in *instance) *Allocation {
@@ -468,7 +513,11 @@ func (a *Allocation) MarshalJSON() ([]byte, error) {
 		Pairs      []pairOut                     `json:"pair_allocation"`
 		Effective  map[string]float64            `json:"effective_throughput"`
 		SolveMS    float64                       `json:"solve_ms"`
+		FairShares fairshare.Shares              `json:"fair_shares,omitempty"`
+		UserShares fairshare.Shares              `json:"user_shares,omitempty"`
+		Trades     []fairshare.Trade             `json:"trades,omitempty"`
 	}{Policy: a.Policy, Objective: jsonNumber(a.Objective), SolveMS: a.SolveMS,
+		FairShares: a.FairShares, UserShares: a.UserShares, Trades: a.Trades,
 		Allocation: map[string]map[string]float64{}, Effective: map[string]float64{}, Pairs: []pairOut{}}
 	for m, id := range a.JobIDs {
 		row := map[string]float64{}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,5 +61,75 @@ func TestPolicyListAndHelp(t *testing.T) {
 	code, _, _ = runCaptured(t, "no-such-command")
 	if code != 1 {
 		t.Fatalf("unknown command: code %d, want 1", code)
+	}
+}
+
+// gandivaFairProblem: two users on 4 v100 + 4 k80 with six 1-GPU jobs each,
+// throughputs from Gavel's table (allocator/throughputs, scale factor 1):
+// alice trains ResNet-50 (batch size 64), 7.1x faster on v100; bob
+// Transformer (batch size 16), 2.0x faster.
+func gandivaFairProblem(t *testing.T, users string) string {
+	t.Helper()
+	var jobs []string
+	for i := 0; i < 6; i++ {
+		jobs = append(jobs,
+			fmt.Sprintf(`{"id":"a%d","user":"alice","throughput":{"v100":4.395,"k80":0.619}}`, i),
+			fmt.Sprintf(`{"id":"b%d","user":"bob","throughput":{"v100":11.064,"k80":5.467}}`, i))
+	}
+	js := `{"gpu_types":{"v100":{"count":4},"k80":{"count":4}},"users":` + users + `,"jobs":[` + strings.Join(jobs, ",") + `]}`
+	path := filepath.Join(t.TempDir(), "problem.json")
+	if err := os.WriteFile(path, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPolicySolveGandivaFair: equal tickets give each user 2 v100 + 2 k80;
+// bob (speedup 2.02) sells v100 to alice (7.10) at his own speedup, as much
+// as alice's 2 k80 pay for.
+func TestPolicySolveGandivaFair(t *testing.T) {
+	code, out, errOut := runCaptured(t, "policy", "solve", "--policy", "gandiva_fair", "--input",
+		gandivaFairProblem(t, `{"alice":{"tickets":100},"bob":{"tickets":100}}`))
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var res struct {
+		Policy     string                        `json:"policy"`
+		Allocation map[string]map[string]float64 `json:"allocation"`
+		FairShares map[string]map[string]float64 `json:"fair_shares"`
+		UserShares map[string]map[string]float64 `json:"user_shares"`
+		Trades     []struct {
+			Buyer, Seller, Fast, Slow string
+			Price, Amount             float64
+		} `json:"trades"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+	for _, u := range []string{"alice", "bob"} {
+		if !near(res.FairShares[u]["v100"], 2) || !near(res.FairShares[u]["k80"], 2) {
+			t.Fatalf("fair shares %v", res.FairShares)
+		}
+	}
+	price := 11.064 / 5.467
+	if res.Policy != "gandiva_fair" || len(res.Trades) != 1 || res.Trades[0].Buyer != "alice" || res.Trades[0].Seller != "bob" ||
+		res.Trades[0].Fast != "v100" || !near(res.Trades[0].Price, price) || !near(res.Trades[0].Amount, 2/price) {
+		t.Fatalf("trades: %s", out)
+	}
+	if !near(res.UserShares["alice"]["v100"], 2+2/price) || res.UserShares["alice"]["k80"] > 1e-9 || !near(res.UserShares["bob"]["k80"], 4) {
+		t.Fatalf("user shares %v", res.UserShares)
+	}
+	if !near(res.Allocation["a0"]["v100"], (2+2/price)/6) {
+		t.Fatalf("a0 gets %v", res.Allocation["a0"])
+	}
+}
+
+func TestPolicySolveGandivaFairBadTickets(t *testing.T) {
+	path := gandivaFairProblem(t, `{"alice":{"tickets":0},"bob":{"tickets":100}}`)
+	code, _, errOut := runCaptured(t, "policy", "solve", "--policy", "gandiva_fair", "--input", path)
+	want := path + ": users.alice.tickets: must be a positive integer"
+	if e := strings.TrimSpace(errOut); code != 1 || !strings.HasSuffix(e, want) || strings.Contains(e, "\n") {
+		t.Fatalf("code %d, stderr %q; want exit 1 and one line ending %q", code, errOut, want)
 	}
 }
