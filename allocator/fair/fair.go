@@ -260,6 +260,7 @@ func (s *Scheduler) Round(snap *engine.Snapshot) (*engine.Plan, error) {
 	plan := s.decide(snap, lay, running, boundary)
 	plan.Recomputed = event
 	plan.Allocation = s.alloc
+	plan.Users = []engine.UserShares{s.userShares()}
 	st.Rounds++
 	return plan, nil
 }
@@ -300,4 +301,24 @@ func (s *Scheduler) charge() {
 			js.Pass += d / q * float64(js.GPUs) * strideL / js.Tickets
 		}
 	}
+}
+
+// SwitchS is the suspend-and-start latency of a job on Nomad as the e2e
+// test TestGandivaFairOnNomad measures it (docs/gandiva-fair.md): from the
+// round's start, the suspended job's task stopped and the next one's
+// running. It sets the default quantum.
+const SwitchS = 2.0
+
+// MaxOverhead is the share of GPU time the default quantum may lose to
+// switching jobs.
+const MaxOverhead = 0.02
+
+// DefaultQuantumRounds is the fewest whole rounds of roundS seconds whose
+// quantum keeps one switch (SwitchS) under MaxOverhead of it: 1 for
+// Rondo's default 6-minute round.
+func DefaultQuantumRounds(roundS float64) int {
+	if !(roundS > 0) {
+		return 1
+	}
+	return max(1, int(math.Ceil(SwitchS/(MaxOverhead*roundS)-1e-9)))
 }

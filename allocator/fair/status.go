@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
@@ -37,6 +38,23 @@ type UserStatus struct {
 type Refusal struct {
 	Job    string `json:"job"`
 	Reason string `json:"reason"`
+}
+
+// userShares is Status as the plan carries it to /v1/status.
+func (s *Scheduler) userShares() engine.UserShares {
+	st := s.Status()
+	out := engine.UserShares{Trades: st.Trades, Migrations: st.Migrations}
+	for _, u := range st.Users {
+		out.Users = append(out.Users, engine.UserShare{User: u.User, Tickets: u.Tickets, FairShare: u.FairShare,
+			Share: u.Share, ReceivedGPUS: u.ReceivedGPUS})
+	}
+	if len(st.Refused) > 0 {
+		out.Refused = make(map[string]string, len(st.Refused))
+		for _, r := range st.Refused {
+			out.Refused[r.Job] = r.Reason
+		}
+	}
+	return out
 }
 
 // Status returns the scheduler's state (copies).

@@ -144,7 +144,12 @@ func deciderKey(s *agentSettings) string {
 	for i, v := range s.vcs {
 		fmt.Fprintf(&b, "vc %q %q %v %v %v %v %v", v.Name, v.Policy, v.GPUs, v.Cells, s.cfg.VCs[i].Weight, s.cfg.VCs[i].Pinned,
 			s.cfg.VCs[i].SpaceSharing)
-		fmt.Fprintf(&b, " %v %q\n", s.entities[i], s.cfg.VCs[i].Placement) // maps print sorted
+		fmt.Fprintf(&b, " %v %q", s.entities[i], s.cfg.VCs[i].Placement) // maps print sorted
+		for _, u := range s.cfg.VCs[i].Users {                           // not their ranges: moving a line rebuilds nothing
+			fmt.Fprintf(&b, " user %q %d", u.Name, u.Tickets)
+		}
+		fmt.Fprintf(&b, " %v %v %v %v\n", s.cfg.VCs[i].Trading, s.cfg.VCs[i].Quantum, s.cfg.VCs[i].MaxMigrations,
+			s.cfg.VCs[i].TradeMargin)
 	}
 	fmt.Fprintf(&b, "placement %q profiles %q learn %v", s.cfg.Placement, s.cfg.Profiles, s.cfg.LearnProfiles)
 	if s.cfg.Profiles != "" {
@@ -176,6 +181,14 @@ func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, 
 	d, err := vcDecider(s.cfg, s.round.Seconds(), reset, warn)
 	if err != nil {
 		return nil, err
+	}
+	if d == nil && len(s.cfg.VCs) > 0 && s.cfg.VCs[0].GandivaFair() {
+		// One gandiva_fair VC over the whole cluster.
+		m, err := fairMechanism(s.cfg.VCs[0], s.round.Seconds())
+		if err != nil {
+			return nil, err
+		}
+		d = &round.Single{Mechanism: m}
 	}
 	if d == nil {
 		if d, err = newEngine(s, reset); err != nil {

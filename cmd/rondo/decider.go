@@ -31,8 +31,12 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	if cfg.QuotaOnly() {
 		var qs []round.QuotaVC
 		for i, v := range cfg.VCs {
+			m, err := fairMechanism(v, roundS)
+			if err != nil {
+				return nil, err
+			}
 			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: entities[i],
-				NoSpaceSharing: !v.SpaceSharing})
+				NoSpaceSharing: !v.SpaceSharing, Mechanism: m})
 		}
 		q, err := round.NewQuota(qs, rhcl.DefaultVCPolicy, roundS, reset, warn)
 		if err != nil {
@@ -52,12 +56,18 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		sels = append(sels, sel)
 	}
 	var pols []string
+	var mechs []round.Mechanism
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
 		pols = append(pols, p)
+		m, err := fairMechanism(v, roundS)
+		if err != nil {
+			return nil, err
+		}
+		mechs = append(mechs, m)
 	}
 	noSharing := map[string]bool{}
 	for _, v := range cfg.VCs {
@@ -65,7 +75,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	}
 	cc := round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn,
-		NoSpaceSharing: noSharing}
+		NoSpaceSharing: noSharing, Mechanisms: mechs}
 	if len(cfg.FromTopology) > 0 {
 		// Cells derived from the observed nodes' topology every round,
 		// beside the written ones (round.TopoCells).

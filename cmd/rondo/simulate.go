@@ -16,9 +16,12 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/faults"
+	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
+	rhcl "github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/policies"
 )
 
 func init() {
@@ -156,6 +159,18 @@ func (c *simulateCmd) Run(args []string) int {
 	}
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
+	}
+	if canon, _ := policies.Canonical(c.policy); canon == rhcl.GandivaFairPolicy {
+		// Gandiva-fair's own mechanism on the cluster's servers, every
+		// user at the default tickets (--vc-config declares tickets).
+		if c.ideal {
+			return c.fail(fmt.Errorf("--ideal needs a policy of Gavel's mechanism, not gandiva_fair"))
+		}
+		m, err := fairMechanism(rhcl.VC{Policy: rhcl.GandivaFairPolicy}, c.round)
+		if err != nil {
+			return c.fail(err)
+		}
+		o.Decider, o.Nodes = &round.Single{Mechanism: m}, sim.ServerNodes(types, c.perServer)
 	}
 	if c.measureNoise > 0 && c.ideal {
 		return c.fail(fmt.Errorf("--measure-noise is not supported with --ideal (nothing runs in rounds to measure)"))

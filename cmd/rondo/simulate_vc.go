@@ -614,8 +614,18 @@ func (c *simulateCmd) runVCSim() int {
 		if o.Nodes, err = cellNodes(cfg); err != nil {
 			return c.fail(err)
 		}
+	case len(cfg.VCs) > 0 && cfg.VCs[0].GandivaFair():
+		// One gandiva_fair VC over the whole --cluster (its users and
+		// tickets from the config), as the agent runs it.
+		o.Engine.Policy = "gandiva_fair"
+		types, err := sim.ParseCluster(c.cluster)
+		if err != nil {
+			return c.fail(err)
+		}
+		o.Nodes = sim.ServerNodes(types, c.perServer)
+		capacity = map[string]map[string]int{cfg.VCs[0].Name: types}
 	default:
-		return c.fail(fmt.Errorf("%s: declares neither cells and VCs nor quota-only VCs (gpus = {...})", c.vc.config))
+		return c.fail(fmt.Errorf("%s: declares neither cells and VCs nor quota-only VCs (gpus = {...}) nor a gandiva_fair VC", c.vc.config))
 	}
 	warn := func(msg string, args ...any) {
 		fmt.Fprintf(c.stderr, "rondo simulate: warning: %s%s\n", msg, kvString(args))
@@ -623,6 +633,13 @@ func (c *simulateCmd) runVCSim() int {
 	o.Pairs = shareGroup(cfg, "") != nil // some VC's policy packs and allows sharing
 	if o.Decider, err = vcDecider(cfg, c.round, false, warn); err != nil {
 		return c.fail(err)
+	}
+	if o.Decider == nil { // the one gandiva_fair VC
+		m, err := fairMechanism(cfg.VCs[0], c.round)
+		if err != nil {
+			return c.fail(err)
+		}
+		o.Decider = &round.Single{Mechanism: m}
 	}
 	if o.Placement, err = c.simPlacement(cfg); err != nil {
 		return c.fail(err)

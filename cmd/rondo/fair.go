@@ -1,0 +1,28 @@
+package main
+
+import (
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/fair"
+	"github.com/rondo-sched/rondo/allocator/round"
+	rhcl "github.com/rondo-sched/rondo/hcl"
+)
+
+// fairMechanism is a gandiva_fair VC's mechanism (allocator/fair): its
+// users' tickets, trading, quantum in rounds (default fair.DefaultQuantumRounds
+// for the round length) and migration bound; nil for any other VC.
+func fairMechanism(v rhcl.VC, roundS float64) (round.Mechanism, error) {
+	if !v.GandivaFair() {
+		return nil, nil
+	}
+	tickets := map[string]int{}
+	for _, u := range v.Users {
+		tickets[u.Name] = u.Tickets
+	}
+	q := v.QuantumRounds(time.Duration(roundS * float64(time.Second)))
+	if q == 0 {
+		q = fair.DefaultQuantumRounds(roundS)
+	}
+	return fair.New(fair.Config{RoundS: roundS, QuantumRounds: q, Tickets: tickets, Trading: v.Trading,
+		TradeMargin: v.TradeMargin, MaxMigrations: v.MaxMigrations})
+}
