@@ -125,7 +125,6 @@ func TestGandivaFairPaperExample(t *testing.T) {
 	}
 }
 
-
 // userOfModel gives each model family one of n users, so that users'
 // speedups differ (as teams training different models).
 func userOfModel(model string, n int) string {
