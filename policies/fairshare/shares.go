@@ -34,8 +34,8 @@ type Shares map[string]map[string]float64
 // Total is a user's GPUs over all types.
 func (s Shares) Total(user string) float64 {
 	t := 0.0
-	for _, v := range s[user] {
-		t += v
+	for _, k := range sortedKeys(s[user]) { // a fixed order: the same sum every run
+		t += s[user][k]
 	}
 	return t
 }

@@ -35,8 +35,8 @@ var sellerPrice bool
 // Σ_t value[u][t]·shares[u][t].
 func Utility(shares Shares, value Value, user string) float64 {
 	s := 0.0
-	for t, g := range shares[user] {
-		s += value[user][t] * g
+	for _, t := range sortedKeys(shares[user]) { // a fixed order: the same sum every run
+		s += value[user][t] * shares[user][t]
 	}
 	return s
 }
@@ -44,7 +44,7 @@ func Utility(shares Shares, value Value, user string) float64 {
 // TotalUtility is Σ_u Utility(u).
 func TotalUtility(shares Shares, value Value) float64 {
 	s := 0.0
-	for u := range shares {
+	for _, u := range sortedKeys(shares) {
 		s += Utility(shares, value, u)
 	}
 	return s
@@ -106,8 +106,8 @@ func TradeShares(shares Shares, value Value, demand map[string]float64, margin f
 		types = append(types, t)
 		if len(value) > 0 {
 			s := 0.0
-			for _, m := range value {
-				s += m[t]
+			for _, u := range sortedKeys(value) {
+				s += value[u][t]
 			}
 			mean[t] = s / float64(len(value))
 		}

@@ -12,8 +12,8 @@ import (
 // Types no job can run on are not candidates; "" when there is none.
 func ReferenceType(jobs map[string][]map[string]float64) string {
 	sum := map[string]float64{} // Σ normalized: the same job count for every type
-	for _, js := range jobs {
-		for _, j := range js {
+	for _, u := range sortedKeys(jobs) { // users in a fixed order: the same sums every run
+		for _, j := range jobs[u] {
 			best := 0.0
 			for _, v := range j {
 				best = math.Max(best, v)
@@ -64,8 +64,8 @@ func Valuations(jobs map[string][]map[string]float64) Value {
 	// Population statistics for the fallback.
 	popSum, popN := map[string]float64{}, map[string]float64{}
 	normSum := map[string]float64{}
-	for _, js := range jobs {
-		for _, j := range js {
+	for _, u := range sortedKeys(jobs) {
+		for _, j := range jobs[u] {
 			best := 0.0
 			for _, v := range j {
 				best = math.Max(best, v)
