@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/agent"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
 func statusServer(t *testing.T) *httptest.Server {
@@ -62,5 +64,30 @@ func TestStatusAndJobCommands(t *testing.T) {
 	}
 	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
 		t.Errorf("job status nope: %d %s", code, errOut)
+	}
+}
+
+// A gandiva_fair VC's users, shares before and after trading, trades and
+// a refused job show in `rondo status`.
+func TestStatusGandivaFairUsers(t *testing.T) {
+	st := agent.Status{Cluster: "c", Policy: "gandiva_fair", RoundSeconds: 360,
+		VCs: []agent.VC{{Name: "lab", Policy: "gandiva_fair", Migrations: 2,
+			Users: []engine.UserShare{
+				{User: "alice", Tickets: 200, FairShare: map[string]float64{"v100": 2, "k80": 4}, Share: map[string]float64{"v100": 3, "k80": 1.5}},
+				{User: "bob", Tickets: 100, FairShare: map[string]float64{"v100": 2, "k80": 4}, Share: map[string]float64{"v100": 1, "k80": 6.5}}},
+			Trades: []fairshare.Trade{{Buyer: "alice", Seller: "bob", Fast: "v100", Slow: "k80", Price: 2.5, Amount: 1}}}},
+		Types: map[string]agent.TypeUsage{"v100": {Total: 4}, "k80": {Total: 8}},
+		Jobs:  []agent.JobStatus{{ID: "huge", VC: "lab", State: "queued", ScaleFactor: 16, Refused: "gang of 16 GPUs larger than any generation"}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { json.NewEncoder(w).Encode(st) }))
+	defer srv.Close()
+	code, out, errOut := runCaptured(t, "status", "-addr", srv.URL)
+	if code != 0 {
+		t.Fatalf("status: %d %s", code, errOut)
+	}
+	for _, want := range []string{"Users of VC lab", "migrations 2", "alice  200", "4.00 -> 1.50", "2.00 -> 3.00",
+		"Trade: alice buys 1.00 v100 from bob at 2.50 k80 each", "huge refused: gang of 16 GPUs", "refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
 	}
 }
