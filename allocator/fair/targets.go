@@ -113,11 +113,17 @@ func (s *Scheduler) value(lay *layout, jobs []*jobState) fairshare.Value {
 	return val
 }
 
-// frac is the fraction of user u's share that lies on generation t (after
-// trading): share[u][t] / Σ_t' share[u][t']; when the user's total share
-// is 0, t's fraction of the capacity.
+// frac is the part of user u's tickets that goes to generation t: its
+// share there after trading over its total share before trading
+// (Σ_t' Fair[u][t']); when that total is 0, t's fraction of the capacity.
+// Without trading it is the fraction of the user's share that lies on t.
+// With trading the buyer's tickets move to the generation it bought, and
+// at the market's exchange rate: a user's tickets on a generation stay
+// proportional to its share there, so the GPU time its jobs receive
+// follows the traded shares (dividing by the traded total instead would
+// favour whichever side of the trade ended with the smaller total).
 func (s *Scheduler) frac(lay *layout, u, t string) float64 {
-	if tot := s.st.Shares.Total(u); tot > 0 {
+	if tot := s.st.Fair.Total(u); tot > 0 {
 		return s.st.Shares[u][t] / tot
 	}
 	if lay.n == 0 {
@@ -127,14 +133,13 @@ func (s *Scheduler) frac(lay *layout, u, t string) float64 {
 }
 
 // retick sets job tickets as the paper does: a job's tickets are its
-// user's tickets × the fraction of the user's share on the job's
-// generation (frac) / the number of the user's jobs bound there. Without
-// trading every user's shares lie on the generations in the same
-// proportions, so on one generation the users' tickets keep their ratios
-// and split equally over their jobs; with trading the buyer's tickets
-// move to the generation it bought. Stride scheduling then hands out the
-// GPU time by these tickets (stride.go); nothing corrects them toward a
-// target, so a job's tickets never depend on where the others sit.
+// user's tickets × the part of them on the job's generation (frac) / the
+// number of the user's jobs bound there. Without trading every uncapped
+// user's shares lie on the generations in the same proportions, so on
+// one generation the users' tickets keep their ratios and split equally
+// over their jobs. Stride scheduling then hands out the GPU time by these
+// tickets (stride.go); nothing corrects them toward a target, so a job's
+// tickets never depend on where the others sit.
 func (s *Scheduler) retick(lay *layout) {
 	st := s.st
 	type ut struct{ u, t string }
