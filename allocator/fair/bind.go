@@ -49,15 +49,16 @@ func (s *Scheduler) bind(lay *layout, jobs []*jobState, value fairshare.Value) {
 	st := s.st
 	bound := map[string]map[string]float64{}
 	count := map[[2]string]int{}
-	// Loads with the tickets this event will give (the user's share split
-	// over all its jobs), not the last event's: jobs bound together
-	// weigh alike.
+	// Loads with the tickets this event will give (retick's rule with the
+	// user's jobs on t counted as the same fraction of all its jobs as
+	// its share there), not the last event's: jobs bound together weigh
+	// alike.
 	nUser := map[string]int{}
 	for _, js := range jobs {
 		nUser[js.User]++
 	}
 	tk := func(js *jobState, t string) float64 {
-		return math.Max(minTickets, st.Shares[js.User][t]/float64(nUser[js.User]))
+		return math.Max(minTickets, float64(s.tickets(js.User))/float64(nUser[js.User]))
 	}
 	load := make([]float64, len(lay.servers))
 	for _, js := range jobs {

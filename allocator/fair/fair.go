@@ -254,7 +254,7 @@ func (s *Scheduler) Round(snap *engine.Snapshot) (*engine.Plan, error) {
 		s.balance(lay, running)
 	}
 	if s.alloc == nil {
-		s.predictAll(lay)
+		s.predict(lay)
 		s.alloc = s.allocation(lay)
 	}
 	plan := s.decide(snap, lay, running, boundary)

@@ -102,6 +102,33 @@ func TestTrading(t *testing.T) {
 	if tr := with.Trades[0]; tr.Buyer != "fast" || tr.Seller != "slow" || tr.Fast != "v100" {
 		t.Errorf("trade %+v", tr)
 	}
+	// The GPU time the jobs receive on each generation follows the traded
+	// shares: each user's jobs are bound (and moved after the trade) so
+	// that its bound demand covers its share there.
+	h, st := run(true)
+	recv := func(u, typ string) float64 {
+		for _, us := range h.s.Status().Users {
+			if us.User == u {
+				return us.ReceivedGPUS[typ]
+			}
+		}
+		return 0
+	}
+	before := map[[2]string]float64{}
+	for _, u := range []string{"fast", "slow"} {
+		for _, typ := range []string{"v100", "k80"} {
+			before[[2]string{u, typ}] = recv(u, typ)
+		}
+	}
+	h.steps(30)
+	for _, u := range []string{"fast", "slow"} {
+		for _, typ := range []string{"v100", "k80"} {
+			got := (recv(u, typ) - before[[2]string{u, typ}]) / h.roundS / 30
+			if want := share(st, u, typ); math.Abs(got-want) > 0.1*want {
+				t.Errorf("%s on %s: %.3f GPUs over 30 quanta, traded share %.3f", u, typ, got, want)
+			}
+		}
+	}
 }
 
 // Value: the slowest type has value 1; speedups are the jobs' mean.

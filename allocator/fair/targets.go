@@ -2,6 +2,7 @@ package fair
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/rondo-sched/rondo/policies"
@@ -112,10 +113,33 @@ func (s *Scheduler) value(lay *layout, jobs []*jobState) fairshare.Value {
 	return val
 }
 
-// retick sets job tickets: a user's share on a generation split equally
-// over its jobs bound there, then corrected so that the predicted GPU
-// rates (per-server water-filling, predict) meet the users' shares when
-// their jobs sit on differently loaded servers.
+// frac is the part of user u's tickets that goes to generation t: its
+// share there after trading over its total share before trading
+// (Σ_t' Fair[u][t']); when that total is 0, t's fraction of the capacity.
+// Without trading it is the fraction of the user's share that lies on t.
+// With trading the buyer's tickets move to the generation it bought, and
+// at the market's exchange rate: a user's tickets on a generation stay
+// proportional to its share there, so the GPU time its jobs receive
+// follows the traded shares (dividing by the traded total instead would
+// favour whichever side of the trade ended with the smaller total).
+func (s *Scheduler) frac(lay *layout, u, t string) float64 {
+	if tot := s.st.Fair.Total(u); tot > 0 {
+		return s.st.Shares[u][t] / tot
+	}
+	if lay.n == 0 {
+		return 0
+	}
+	return float64(lay.total[t]) / float64(lay.n)
+}
+
+// retick sets job tickets as the paper does: a job's tickets are its
+// user's tickets × the part of them on the job's generation (frac) / the
+// number of the user's jobs bound there. Without trading every uncapped
+// user's shares lie on the generations in the same proportions, so on
+// one generation the users' tickets keep their ratios and split equally
+// over their jobs. Stride scheduling then hands out the GPU time by these
+// tickets (stride.go); nothing corrects them toward a target, so a job's
+// tickets never depend on where the others sit.
 func (s *Scheduler) retick(lay *layout) {
 	st := s.st
 	type ut struct{ u, t string }
@@ -123,225 +147,50 @@ func (s *Scheduler) retick(lay *layout) {
 	for _, js := range st.Jobs {
 		n[ut{js.User, js.Type}]++
 	}
-	base := map[string]float64{}
 	for _, js := range st.Jobs {
-		js.Tickets = math.Max(minTickets, st.Shares[js.User][js.Type]/float64(n[ut{js.User, js.Type}]))
-		base[js.id] = js.Tickets
-	}
-	for _, t := range lay.types {
-		s.correct(lay, t, base)
+		k := n[ut{js.User, js.Type}]
+		js.Tickets = math.Max(minTickets, float64(s.tickets(js.User))*s.frac(lay, js.User, js.Type)/float64(k))
 	}
 	s.alloc = nil
 }
 
-// correct runs up to 10 multiplicative corrections of the tickets of
-// type t's jobs: a user whose predicted GPUs differ from its target
-// (its share, at most its bound demand) has its jobs' tickets scaled by
-// target / predicted (each step within [1/2, 2], in all within
-// [1/100, 100] of the equal split). Each step is one water-filling per
-// server: O(jobs log jobs).
-func (s *Scheduler) correct(lay *layout, t string, base map[string]float64) {
-	g := s.gen(lay, t)
-	if len(g.jobs) == 0 {
-		return
+// predict estimates each job's rate (GPUs it gets on average) for the
+// plan's X, in one ticket-weighted water-filling per server: the small
+// jobs bound there and the gangs with their GPUs there claim its GPUs,
+// a gang weighing its tickets × its GPUs there / its GPUs (its pass is
+// charged for all its GPUs, so on each server it competes with that
+// part of its tickets). A gang runs on all its servers together, so its
+// fraction of time is its lowest fraction over them. Packing is ignored
+// (a server's GPUs are treated as divisible): an estimate, O(jobs log
+// jobs).
+func (s *Scheduler) predict(lay *layout) {
+	type claim struct {
+		js *jobState
+		k  int // index in js.srv
 	}
-	users := map[string]*[2]float64{} // predicted, bound demand
-	for it := 0; it < 10; it++ {
-		g.predict()
-		g.clamp()
-		g.predict()
-		clear(users)
-		for _, js := range g.jobs {
-			p := users[js.User]
-			if p == nil {
-				p = &[2]float64{}
-				users[js.User] = p
-			}
-			p[0] += js.rate
-			p[1] += float64(js.GPUs)
+	per := make([][]claim, len(lay.servers))
+	for _, js := range s.st.Jobs {
+		js.rate = math.Inf(1)
+		for k, v := range js.srv {
+			per[v.idx] = append(per[v.idx], claim{js, k})
 		}
-		done := true
-		fac := map[string]float64{}
-		for u, p := range users {
-			want := math.Min(s.st.Shares[u][t], p[1])
-			if p[0] <= 0 || math.Abs(p[0]-want) <= 0.005*math.Max(want, 1) {
-				continue
-			}
-			done = false
-			fac[u] = math.Min(2, math.Max(0.5, want/p[0]))
-		}
-		if done {
-			return
-		}
-		for _, js := range g.jobs {
-			if f, ok := fac[js.User]; ok {
-				b := base[js.id]
-				js.Tickets = math.Min(100*b, math.Max(b/100, js.Tickets*f))
-			}
-		}
-	}
-	g.predict()
-}
-
-// generation is one type's bound jobs by server, for prediction.
-type generation struct {
-	servers []*server
-	small   [][]*jobState // per server (index in servers)
-	gangs   []*jobState
-	jobs    []*jobState
-	pos     []int // position in servers by global server index
-	// From predict: levels per server, gangs' fractions, gangs per server.
-	level []float64
-	f     []float64
-	onSrv [][]int
-}
-
-func (s *Scheduler) gen(lay *layout, t string) *generation {
-	g := &generation{servers: lay.byType[t], pos: make([]int, len(lay.servers))}
-	for i, v := range g.servers {
-		g.pos[v.idx] = i
-	}
-	g.small = make([][]*jobState, len(g.servers))
-	for _, js := range s.sorted() {
-		if js.Type != t || len(js.srv) == 0 {
-			continue
-		}
-		g.jobs = append(g.jobs, js)
-		if js.gang() {
-			g.gangs = append(g.gangs, js)
-		} else {
-			i := g.pos[js.srv[0].idx]
-			g.small[i] = append(g.small[i], js)
-		}
-	}
-	return g
-}
-
-// predict sets each job's rate (GPUs it gets on average) under stride
-// scheduling, and each server's level (GPUs per ticket of its uncapped
-// small jobs; +Inf when all are capped). Passes of uncapped jobs on a
-// server advance together, so a server's small jobs share the GPUs the
-// gangs leave by ticket-weighted water-filling, each capped at its size
-// times the time no gang blocks it. A gang runs a fraction f of the time
-// and only at the head of every queue, so its pass rate f·GPUs/tickets
-// is the lowest pass rate (rate/tickets) among the small jobs of its
-// servers (capped ones included: a capped job with many tickets holds
-// the gang back, which clamp prevents). The gangs' fractions come from a
-// damped fixed-point iteration (one pass without gangs).
-func (g *generation) predict() {
-	// Warm start from the previous call's fractions (the corrections call
-	// predict 20 times per event).
-	f := g.f
-	iters := 1
-	if len(g.gangs) > 0 {
-		iters = 8
-	}
-	if len(f) != len(g.gangs) {
-		f = make([]float64, len(g.gangs))
-		if len(g.gangs) > 0 {
-			iters = 40
-		}
-	}
-	g.level = make([]float64, len(g.servers))
-	slowest := make([]float64, len(g.servers)) // lowest pass rate of small jobs
-	onSrv := make([][]int, len(g.servers))     // gang indices per server
-	needAt := make([][]int, len(g.servers))    // their GPUs there
-	for k, gj := range g.gangs {
-		for n, v := range gj.srv {
-			i := g.pos[v.idx]
-			onSrv[i] = append(onSrv[i], k)
-			needAt[i] = append(needAt[i], gj.need[n])
+		if len(js.srv) == 0 {
+			js.rate = 0
 		}
 	}
 	var d, w []float64
-	for it := 0; it < iters; it++ {
-		for i, v := range g.servers {
-			jobs := g.small[i]
-			avail := float64(v.cap())
-			for m, k := range onSrv[i] {
-				avail -= f[k] * float64(needAt[i][m])
-			}
-			avail = math.Max(0, avail)
-			d, w = d[:0], w[:0]
-			for _, js := range jobs {
-				blocked := 0.0
-				for m, k := range onSrv[i] {
-					if v.cap()-needAt[i][m] < js.GPUs {
-						blocked += f[k]
-					}
-				}
-				d = append(d, float64(js.GPUs)*math.Max(0, 1-blocked))
-				w = append(w, js.Tickets)
-			}
-			got := fairshare.WaterFill(avail, d, w)
-			g.level[i], slowest[i] = math.Inf(1), math.Inf(1)
-			for k, js := range jobs {
-				js.rate = got[k]
-				slowest[i] = math.Min(slowest[i], got[k]/w[k])
-				if got[k] < d[k]-1e-9 {
-					g.level[i] = math.Min(g.level[i], got[k]/w[k])
-				}
-			}
+	for i, v := range lay.servers {
+		cl := per[i]
+		slices.SortFunc(cl, func(a, b claim) int { return a.js.order - b.js.order })
+		d, w = d[:0], w[:0]
+		for _, c := range cl {
+			d = append(d, float64(c.js.need[c.k]))
+			w = append(w, c.js.Tickets*float64(c.js.need[c.k])/float64(c.js.GPUs))
 		}
-		for k, gj := range g.gangs {
-			fk := 1.0
-			for n, v := range gj.srv {
-				i := g.pos[v.idx]
-				if !math.IsInf(slowest[i], 1) {
-					fk = math.Min(fk, slowest[i]*gj.Tickets/float64(gj.GPUs))
-				}
-				room := float64(v.cap())
-				for m, h := range onSrv[i] {
-					if h != k {
-						room -= f[h] * float64(needAt[i][m])
-					}
-				}
-				fk = math.Min(fk, math.Max(0, room/float64(gj.need[n])))
-			}
-			if it < iters-1 {
-				fk = (f[k] + fk) / 2
-			}
-			f[k] = fk
+		got := fairshare.WaterFill(float64(v.cap()), d, w)
+		for m, c := range cl {
+			c.js.rate = math.Min(c.js.rate, got[m]/d[m]*float64(c.js.GPUs))
 		}
-	}
-	for k, gj := range g.gangs {
-		gj.rate = f[k] * float64(gj.GPUs)
-	}
-	g.f = f
-	g.onSrv = onSrv
-}
-
-// clamp lowers the tickets of capped small jobs (those that get their
-// whole size whenever no gang blocks them) to what just gives them that
-// (rate / level): their passes then advance with their server's level
-// instead of lagging behind it, so they neither hold back a gang waiting
-// for the head of their queue nor bank credit. On a server where every
-// small job is capped, the reference level is the gangs' pass rate.
-func (g *generation) clamp() {
-	for i, jobs := range g.small {
-		ref := g.level[i]
-		if math.IsInf(ref, 1) {
-			for _, k := range g.onSrv[i] {
-				if gj := g.gangs[k]; g.f[k] > 0 {
-					ref = math.Min(ref, g.f[k]*float64(gj.GPUs)/gj.Tickets)
-				}
-			}
-		}
-		if math.IsInf(ref, 1) || ref <= 0 {
-			continue
-		}
-		for _, js := range jobs {
-			if js.rate > 0 && js.rate/js.Tickets < ref {
-				js.Tickets = math.Max(minTickets, js.rate/ref)
-			}
-		}
-	}
-}
-
-// predictAll predicts every generation's rates (after a restore).
-func (s *Scheduler) predictAll(lay *layout) {
-	for _, t := range lay.types {
-		s.gen(lay, t).predict()
 	}
 }
 
