@@ -12,7 +12,7 @@ import (
 // tickets × GPUs there / the server's GPUs (tickets per GPU).
 func (s *Scheduler) loads(lay *layout) []float64 {
 	load := make([]float64, len(lay.servers))
-	for _, js := range s.st.Jobs {
+	for _, js := range s.sorted() { // a fixed order: the same sums (and ties) every run
 		for k, v := range js.srv {
 			load[v.idx] += js.Tickets * float64(js.need[k]) / float64(v.cap())
 		}

@@ -58,59 +58,23 @@ func (s *Scheduler) recompute(lay *layout) {
 	s.retick(lay)
 }
 
-// value is each user's valuation of each generation for trading: the
-// mean over its jobs of throughput_t / throughput on the slowest type,
-// the slowest being the type with the lowest mean normalized throughput
-// (each job's throughput over its best) over all runnable jobs. The
-// slowest type has value 1 for everybody. A job that cannot run on the
-// slowest type is normalized by its own lowest positive throughput
-// instead (as if its slowest usable type were the reference).
+// value is each user's valuation of each generation for trading
+// (fairshare.Valuations, the policy's own): the mean over its jobs of
+// throughput_t / throughput on the slowest type, from the jobs'
+// throughputs on the types present (measured ones once the estimating
+// stage has them).
 func (s *Scheduler) value(lay *layout, jobs []*jobState) fairshare.Value {
-	slow, low := "", math.Inf(1)
-	for _, t := range lay.types {
-		sum := 0.0
-		for _, js := range jobs {
-			best := 0.0
-			for _, u := range lay.types {
-				best = math.Max(best, js.job.Throughput[u])
-			}
-			if best > 0 {
-				sum += js.job.Throughput[t] / best
-			}
-		}
-		if m := sum / math.Max(1, float64(len(jobs))); m < low {
-			slow, low = t, m
-		}
-	}
-	val := fairshare.Value{}
-	count := map[string]float64{}
+	by := map[string][]map[string]float64{}
 	for _, js := range jobs {
-		ref := js.job.Throughput[slow]
-		if ref <= 0 {
-			ref = math.Inf(1)
-			for _, t := range lay.types {
-				if v := js.job.Throughput[t]; v > 0 && v < ref {
-					ref = v
-				}
+		m := make(map[string]float64, len(lay.types))
+		for _, t := range lay.types {
+			if v := js.job.Throughput[t]; v > 0 {
+				m[t] = v
 			}
 		}
-		m := val[js.User]
-		if m == nil {
-			m = map[string]float64{}
-			val[js.User] = m
-		}
-		count[js.User]++
-		for _, t := range lay.types {
-			m[t] += js.job.Throughput[t] / ref
-		}
+		by[js.User] = append(by[js.User], m)
 	}
-	for u, m := range val {
-		for t := range m {
-			m[t] /= count[u]
-		}
-		m[slow] = 1
-	}
-	return val
+	return fairshare.Valuations(by)
 }
 
 // frac is the part of user u's tickets that goes to generation t: its

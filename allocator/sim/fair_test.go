@@ -14,6 +14,8 @@ import (
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/sim/sweep"
 	"github.com/rondo-sched/rondo/allocator/trace"
+	"github.com/rondo-sched/rondo/policies/fairshare"
+	"github.com/rondo-sched/rondo/policies/fairshare/fairlp"
 )
 
 // The Gandiva-fair experiments of docs/gandiva-fair.md, in the simulator
@@ -27,6 +29,12 @@ type userSeries struct {
 	times []float64
 	gpuS  []map[string]float64
 	plans []*engine.Plan
+	// With market set (trading runs): each plan's users' values, demands
+	// and the running jobs' utility rate (reference-GPU equivalents).
+	market  bool
+	values  []fairshare.Value
+	demands []map[string]float64
+	utilty  []float64
 }
 
 func (u *userSeries) Round(s *engine.Snapshot) (*engine.Plan, error) {
@@ -39,6 +47,24 @@ func (u *userSeries) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	u.times, u.gpuS = append(u.times, s.TimeS), append(u.gpuS, m)
 	p, err := u.next.Round(s)
 	u.plans = append(u.plans, p)
+	if u.market && err == nil {
+		by := map[string][]map[string]float64{}
+		demand := map[string]float64{}
+		tput := map[string]map[string]float64{}
+		for _, j := range s.Jobs {
+			by[j.User] = append(by[j.User], j.Throughput)
+			demand[j.User] += float64(max(j.ScaleFactor, 1))
+			tput[j.ID] = j.Throughput
+		}
+		ref := fairshare.ReferenceType(by)
+		rate := 0.0
+		for _, a := range p.Assignments {
+			if r := tput[a.Jobs[0]][ref]; r > 0 {
+				rate += tput[a.Jobs[0]][a.Type] / r * float64(len(a.GPUs))
+			}
+		}
+		u.values, u.demands, u.utilty = append(u.values, fairshare.Valuations(by)), append(u.demands, demand), append(u.utilty, rate)
+	}
 	return p, err
 }
 
@@ -148,7 +174,7 @@ func tradingRun(t *testing.T, jobs []trace.Job, trading bool) (*sim.Result, *use
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &userSeries{next: &round.Single{Mechanism: m}}
+	rec := &userSeries{next: &round.Single{Mechanism: m}, market: true}
 	o := sim.Options{Nodes: sim.ServerNodes(map[string]int{"v100": 8, "p100": 8, "k80": 16}, 4), Decider: rec,
 		Engine: engine.Config{Policy: "gandiva_fair", RoundS: 360}}
 	res, err := sim.Run(&sim.SliceSource{Jobs: jobs}, o)
@@ -175,16 +201,73 @@ func tradingJobs(t *testing.T, n int, seed int64) []trace.Job {
 func TestGandivaFairTradingTrace(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		jobs := tradingJobs(t, 200, seed)
-		off, _ := tradingRun(t, jobs, false)
+		off, recOff := tradingRun(t, jobs, false)
 		on, recOn := tradingRun(t, jobs, true)
-		trades := 0
-		for _, p := range recOn.plans {
-			if p != nil && len(p.Users) > 0 && len(p.Users[0].Trades) > 0 {
-				trades++
+		trades, markets, gapSum := 0, 0, 0.0
+		for i, p := range recOn.plans {
+			if p == nil || len(p.Users) == 0 {
+				continue
+			}
+			us := p.Users[0]
+			fairS, after := fairshare.Shares{}, fairshare.Shares{}
+			for _, x := range us.Users {
+				fairS[x.User], after[x.User] = x.FairShare, x.Share
+			}
+			v := recOn.values[i]
+			// Every plan: each GPU type conserved, no user below its
+			// no-trade utility, the total never lower.
+			for _, x := range us.Users {
+				if b, a := fairshare.Utility(fairS, v, x.User), fairshare.Utility(after, v, x.User); a < b-1e-9*math.Max(1, b) {
+					t.Fatalf("seed %d round %d: user %s utility %.6f after trading, %.6f before", seed, i, x.User, a, b)
+				}
+			}
+			for _, ty := range []string{"v100", "p100", "k80"} {
+				a, b := 0.0, 0.0
+				for u := range fairS {
+					a, b = a+after[u][ty], b+fairS[u][ty]
+				}
+				if math.Abs(a-b) > 1e-9*math.Max(1, b) {
+					t.Fatalf("seed %d round %d: %s %.9f GPUs after trading, %.9f before", seed, i, ty, a, b)
+				}
+			}
+			if len(us.Trades) == 0 {
+				continue
+			}
+			trades++
+			if !p.Recomputed {
+				continue
+			}
+			// The best allocation keeping every user at or above its
+			// no-trade utility (one LP): trading's gap to it.
+			_, best, err := fairlp.BestIR(fairS, v, recOn.demands[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if best > 0 {
+				markets++
+				gapSum += (best - fairshare.TotalUtility(after, v)) / best
 			}
 		}
-		t.Logf("seed %d: avg JCT %.0f s -> %.0f s (%.1f%%), makespan %.0f -> %.0f s, rounds with trades %d of %d",
-			seed, off.AvgJCTS, on.AvgJCTS, 100*(on.AvgJCTS/off.AvgJCTS-1), off.MakespanS, on.MakespanS, trades, len(recOn.plans))
+		// The utility rate (reference-GPU equivalents of the running jobs)
+		// while jobs arrive: the queue is long; the tail after the last
+		// arrival drains a few jobs and is not compared.
+		last := jobs[len(jobs)-1].ArrivalS
+		mean := func(rec *userSeries) float64 {
+			s, n := 0.0, 0.0
+			for i, v := range rec.utilty {
+				if rec.times[i] <= last {
+					s, n = s+v, n+1
+				}
+			}
+			return s / math.Max(1, n)
+		}
+		if mean(recOn) <= mean(recOff) {
+			t.Errorf("seed %d: trading did not raise the utility rate (%.2f -> %.2f)", seed, mean(recOff), mean(recOn))
+		}
+		t.Logf("seed %d: utility rate %.2f -> %.2f reference GPUs (%+.1f%%); avg JCT %.0f s -> %.0f s (%+.1f%%), makespan %.0f -> %.0f s; rounds with trades %d of %d; mean gap to the best individually rational allocation %.3f over %d recomputes with trades",
+			seed, mean(recOff), mean(recOn), 100*(mean(recOn)/mean(recOff)-1),
+			off.AvgJCTS, on.AvgJCTS, 100*(on.AvgJCTS/off.AvgJCTS-1), off.MakespanS, on.MakespanS, trades, len(recOn.plans),
+			gapSum/math.Max(1, float64(markets)), markets)
 		for i := range on.Users {
 			t.Logf("  user %s (%d jobs): avg JCT %.0f -> %.0f s", on.Users[i].User, on.Users[i].Jobs, off.Users[i].AvgJCTS, on.Users[i].AvgJCTS)
 		}
