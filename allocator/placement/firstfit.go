@@ -95,6 +95,7 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 			planned[a.Jobs[0]] = ai
 		}
 	}
+	types := sortedTypes(byType) // once, not per job
 	add := func(id string) {
 		if ai, ok := planned[id]; ok {
 			a := p.Assignments[ai]
@@ -105,7 +106,7 @@ func firstFit(mode Mode, s *engine.Snapshot, p *engine.Plan, servers []Server, p
 		if ej == nil || shared[id] {
 			return
 		}
-		for _, t := range sortedTypes(byType) {
+		for _, t := range types {
 			if ej.Throughput[t] > 0 {
 				queue = append(queue, &ffJob{id: id, typ: t, n: max(ej.ScaleFactor, 1), a: -1})
 				return

@@ -343,6 +343,8 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 	// sticky; FIFO ignores it.
 	bumped := map[string]bool{}
 	lastRan := map[string]float64{}
+	// The previous round's maps, cleared and refilled: no two new maps a round.
+	spareAged, spareRan := map[string]bool{}, map[string]float64{}
 	bump := !strings.HasPrefix(c, "fifo")
 	sorted := func(s *engine.Snapshot, key func(j *engine.Job) float64) []string {
 		type keyed struct {
@@ -358,8 +360,9 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 				lastRan[id] = s.TimeS // its round ends now
 			}
 		}
-		aged := map[string]bool{}
-		ran := make(map[string]float64, len(s.Jobs))
+		aged, ran := spareAged, spareRan
+		clear(aged)
+		clear(ran)
 		for i := range s.Jobs {
 			j := &s.Jobs[i]
 			ks[i] = keyed{j.ID, bump && bumped[j.ID], key(j), j.ArrivalS, i}
@@ -371,7 +374,7 @@ func compatOrder(policy string, base func(id string) float64) (func(*engine.Snap
 				aged[j.ID] = true
 			}
 		}
-		bumped, lastRan = aged, ran
+		bumped, lastRan, spareAged, spareRan = aged, ran, bumped, lastRan
 		// Arrival breaks ties, as the reference's keys end with it.
 		slices.SortFunc(ks, func(a, b keyed) int {
 			if a.bumped != b.bumped {
