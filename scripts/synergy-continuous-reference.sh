@@ -25,19 +25,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: scripts/synergy-continuous-reference.sh SYNERGY_CHECKOUT [OUT.json]}
 out=${2:-$here/docs/synergy/continuous-reference.json}
-src=$(cd "$src" && pwd)
-if [ -d "$src/simulator" ]; then sim=$src/simulator; else sim=$src; fi
-[ -e "$sim/runner.py" ] || { echo "synergy-continuous-reference: $sim/runner.py missing (not a synergy checkout?)" >&2; exit 1; }
-commit=$(git -C "$sim" rev-parse HEAD 2>/dev/null || echo "${SYNERGY_COMMIT:-unknown}")
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for c in /usr/bin/python3 python3; do
-    if "$c" -c 'import numpy, pandas' 2>/dev/null; then py=$c; break; fi
-  done
-fi
-[ -n "$py" ] || { echo "synergy-continuous-reference: no python3 with numpy and pandas" >&2; exit 1; }
-stubs=${SYNERGY_STUBS:-/tmp/synergy-stubs}
-"$here/scripts/synergy-stubs.sh" "$stubs"
+name=synergy-continuous-reference
+. "$here/scripts/synergy-env.sh"
 runs=${SYNERGY_RUNS:-/tmp/synergy-continuous-runs}
 mkdir -p "$runs"
 points=${POINTS:-all}

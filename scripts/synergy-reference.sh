@@ -20,24 +20,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 src=${1:?usage: scripts/synergy-reference.sh SYNERGY_CHECKOUT [OUTDIR]}
 out=${2:-$here/docs/synergy}
-src=$(cd "$src" && pwd)
-if [ -d "$src/simulator" ]; then sim=$src/simulator; else sim=$src; fi
-for f in runner.py deploy_trace/static_100job_6_3_1100.0 deploy_trace/dynamic/srtf.log; do
+name=synergy-reference
+. "$here/scripts/synergy-env.sh"
+for f in deploy_trace/static_100job_6_3_1100.0 deploy_trace/dynamic/srtf.log; do
   [ -e "$sim/$f" ] || { echo "synergy-reference: $sim/$f missing (not a synergy checkout?)" >&2; exit 1; }
 done
-commit=$(git -C "$sim" rev-parse HEAD 2>/dev/null || echo "${SYNERGY_COMMIT:-unknown}")
-
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for c in /usr/bin/python3 python3; do
-    if "$c" -c 'import numpy, pandas' 2>/dev/null; then py=$c; break; fi
-  done
-fi
-[ -n "$py" ] || { echo "synergy-reference: no python3 with numpy and pandas (apt-get install -y python3-numpy python3-pandas)" >&2; exit 1; }
-
-# Stand-ins for the modules imported only for deployment.
-stubs=${SYNERGY_STUBS:-/tmp/synergy-stubs}
-"$here/scripts/synergy-stubs.sh" "$stubs"
 
 mkdir -p "$out"
 tmp=$(mktemp -d)
