@@ -241,20 +241,7 @@ type learnJob struct {
 // kept job whose last step gained nothing back to its best case (see
 // Learning), amending grants.
 func (st *Stage) explore(servers []Server, jobs []Job, grants map[string]Grant, learning map[string]learnJob) {
-	used := map[string]float64{}
-	for _, j := range jobs {
-		gr, ok := grants[j.ID]
-		if !ok {
-			continue
-		}
-		total := 0
-		for _, n := range j.GPUs {
-			total += n
-		}
-		for id, n := range j.GPUs {
-			used[id] += float64(n) / float64(total) * gr.Cores
-		}
-	}
+	used, _ := usage(jobs, grants)
 	byID := map[string]*Server{}
 	for i := range servers {
 		byID[servers[i].ID] = &servers[i]
@@ -373,4 +360,25 @@ func (st *Stage) unwrapHistory(b []byte) (next []byte, wrapped bool, err error) 
 		}
 	}
 	return h.Next, true, nil
+}
+
+// usage is the cores and memory the granted jobs hold per server: a job
+// on several servers holds its grant in proportion to its GPUs there.
+func usage(jobs []Job, grants map[string]Grant) (cores, memGB map[string]float64) {
+	cores, memGB = map[string]float64{}, map[string]float64{}
+	for _, j := range jobs {
+		g, ok := grants[j.ID]
+		if !ok {
+			continue
+		}
+		total := 0
+		for _, n := range j.GPUs {
+			total += n
+		}
+		for id, n := range j.GPUs {
+			cores[id] += g.Cores * float64(n) / float64(total)
+			memGB[id] += g.MemGB * float64(n) / float64(total)
+		}
+	}
+	return cores, memGB
 }

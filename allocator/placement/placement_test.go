@@ -265,21 +265,7 @@ func randomRound(t testing.TB, rng *rand.Rand, n int) ([]Server, []Job) {
 // checkCapacity: no server holds more cores or memory than it has.
 func checkCapacity(t *testing.T, servers []Server, jobs []Job, r *Result) {
 	t.Helper()
-	usedC, usedM := map[string]float64{}, map[string]float64{}
-	for _, j := range jobs {
-		g, ok := r.Grants[j.ID]
-		if !ok {
-			continue
-		}
-		tot := 0
-		for _, n := range j.GPUs {
-			tot += n
-		}
-		for s, n := range j.GPUs {
-			usedC[s] += g.Cores * float64(n) / float64(tot)
-			usedM[s] += g.MemGB * float64(n) / float64(tot)
-		}
-	}
+	usedC, usedM := usage(jobs, r.Grants)
 	for _, s := range servers {
 		if usedC[s.ID] > s.Cores+1e-6 || usedM[s.ID] > s.MemGB+1e-6 {
 			t.Errorf("server %s over capacity: %.3f cores of %g, %.3f GB of %g", s.ID, usedC[s.ID], s.Cores, usedM[s.ID], s.MemGB)
