@@ -76,3 +76,55 @@ func TestQuotaWithGandivaFairVC(t *testing.T) {
 		t.Fatalf("engine took a fair VC's history: %v", err)
 	}
 }
+
+// A gandiva_fair VC over cells: its mechanism runs on the VC's cells only
+// (alice 200 tickets, bob 100 on research's one 2-GPU node: 2:1 over the
+// rounds), beside a LAS VC, and the plan names its users.
+func TestCellsWithGandivaFairVC(t *testing.T) {
+	m, err := fair.New(fair.Config{RoundS: 10, Tickets: map[string]int{"alice": 200, "bob": 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewCells(CellsConfig{Spec: spec(), NodeOfCell: map[string]string{"a": "node-a", "b": "node-b"},
+		Policies: []string{"gandiva_fair", "max_min_fairness_perf"}, RoundS: 10, Mechanisms: []Mechanism{m, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &engine.Snapshot{GPUs: twoNodes()}
+	cls := map[string]class{}
+	for i := 0; i < 6; i++ {
+		id := fmt.Sprintf("r%d", i)
+		s.Jobs = append(s.Jobs, engine.Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+			TotalSteps: 1e9, RemainingSteps: 1e9, User: []string{"alice", "bob"}[i%2], ReceivedS: map[string]float64{}})
+		cls[id] = class{vc: "research"}
+	}
+	s.Jobs = append(s.Jobs, engine.Job{ID: "p0", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, Weight: 1,
+		TotalSteps: 1e9, RemainingSteps: 1e9, ReceivedS: map[string]float64{}})
+	cls["p0"] = class{vc: "prod"}
+	setClasses(s, cls, "node-a", "node-b")
+	got := map[string]float64{}
+	for r := 0; r < 60; r++ {
+		p, err := d.Round(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Users) != 1 || p.Users[0].VC != "research" {
+			t.Fatalf("round %d: users %+v", r, p.Users)
+		}
+		for _, a := range p.Assignments {
+			for i := range s.Jobs {
+				if j := &s.Jobs[i]; j.ID == a.Jobs[0] {
+					if j.VC == "research" && a.Servers[0] != "id-node-a" {
+						t.Fatalf("round %d: %s outside research's cell: %+v", r, j.ID, a)
+					}
+					got[j.User] += float64(len(a.GPUs))
+					j.ReceivedS = map[string]float64{"v100": j.ReceivedS["v100"] + 10}
+				}
+			}
+		}
+		s.TimeS, s.Running = s.TimeS+10, p.Assignments
+	}
+	if r := got["alice"] / got["bob"]; r < 1.8 || r > 2.2 {
+		t.Errorf("alice/bob GPU rounds %.0f/%.0f = %.2f, want 2 within 10%%", got["alice"], got["bob"], r)
+	}
+}
