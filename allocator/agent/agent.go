@@ -217,6 +217,8 @@ type Agent struct {
 	// left the snapshot (finished) with their last status.
 	rounds map[string]int
 	done   map[string]JobStatus
+	// refused are the jobs the last plan refused, with the reason.
+	refused map[string]string
 
 	// measured gathers the lease API's throughput reports since the last
 	// snapshot, per job and GPU type (under smu); Observed hands their
@@ -629,6 +631,14 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	// A refused job is logged once, when first refused (and again if it
+	// is refused anew after being accepted).
+	for j, why := range refused {
+		if a.refused[j] != why {
+			a.cfg.Logger.Warn("job refused: it will never run", "job", j, "reason", why)
+		}
+	}
+	a.refused = refused
 	a.recordUsers(p.Users)
 	jobs := make([]JobStatus, 0, len(s.Jobs))
 	known := make(map[string]bool, len(s.Jobs))
