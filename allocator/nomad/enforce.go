@@ -194,12 +194,19 @@ func (b *Backend) startPinned(starts []engine.Assignment, res map[string]*TaskRe
 			started = append(started, a)
 		}
 	}
+	left := map[string]bool{} // jobs stopped or purged since their start
 	if err := b.waitAllocs("started jobs to run on their GPUs", len(started), func(by allocsByJob) bool {
 		for _, a := range started {
 			want := append([]string(nil), a.GPUs...)
 			sort.Strings(want)
 			for _, id := range a.Jobs {
 				n, running, got := liveGPUs(by[id])
+				if n == 0 && (left[id] || b.left(id)) {
+					// Its user stopped it while it was starting: nothing
+					// will run, the next observation sees it gone.
+					left[id] = true
+					continue
+				}
 				if n == 0 || running < n || strings.Join(got, ",") != strings.Join(want, ",") {
 					return false
 				}
@@ -210,6 +217,17 @@ func (b *Backend) startPinned(starts []engine.Assignment, res map[string]*TaskRe
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// left reports whether job id was purged or stopped (by its user): a
+// start the round waits for will then never run.
+func (b *Backend) left(id string) bool {
+	job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+	if err != nil {
+		var ue api.UnexpectedResponseError
+		return errors.As(err, &ue) && ue.StatusCode() == 404
+	}
+	return job != nil && job.Stop != nil && *job.Stop
 }
 
 // allocsByJob is allAllocs's answer: every allocation, by job id.

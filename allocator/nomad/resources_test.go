@@ -414,3 +414,16 @@ func TestUnknownProfileIgnored(t *testing.T) {
 		t.Error("no warning for the unknown profile")
 	}
 }
+
+// left: a purged job (404) or a stopped one has left, a live one has not;
+// the wait for started jobs counts those that left as settled.
+func TestLeftJobs(t *testing.T) {
+	stop := true
+	f := &fakeNomad{jobs: []*api.Job{{ID: ptr("live")}, {ID: ptr("stopped"), Stop: &stop}}}
+	b := testBackend(t, f)
+	for id, want := range map[string]bool{"live": false, "stopped": true, "purged": true} {
+		if got := b.left(id); got != want {
+			t.Errorf("left(%s) = %v, want %v", id, got, want)
+		}
+	}
+}
