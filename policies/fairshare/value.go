@@ -11,7 +11,7 @@ import (
 // best throughput (a job that cannot run there counts 0), ties by name.
 // Types no job can run on are not candidates; "" when there is none.
 func ReferenceType(jobs map[string][]map[string]float64) string {
-	sum := map[string]float64{} // Σ normalized: the same job count for every type
+	sum := map[string]float64{}          // Σ normalized: the same job count for every type
 	for _, u := range sortedKeys(jobs) { // users in a fixed order: the same sums every run
 		for _, j := range jobs[u] {
 			best := 0.0
