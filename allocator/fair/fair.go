@@ -40,6 +40,10 @@ type Config struct {
 	// Imbalance is the load-balancing threshold: (max - min) / mean of the
 	// servers' loads within a generation (0: 0.25).
 	Imbalance float64
+	// ResetFirst makes the first round recompute shares and tickets even
+	// when a restored history records no event: the scheduler replaces
+	// one whose users' tickets or trading changed (a reload).
+	ResetFirst bool
 }
 
 const (
@@ -65,6 +69,9 @@ type Scheduler struct {
 	alloc *policies.Allocation
 	// Per round scratch.
 	stamp int
+	// firstDone: ResetFirst has been honoured (not in the history, so a
+	// restore does not undo it).
+	firstDone bool
 }
 
 // state is everything that changes later decisions: what MarshalHistory
@@ -191,7 +198,8 @@ func (s *Scheduler) Round(snap *engine.Snapshot) (*engine.Plan, error) {
 	}
 	st := s.st
 	lay := s.layoutOf(snap.GPUs)
-	event := !st.Seen || st.Reset || lay.sig != st.GPUSig || lay.n != st.GPUCount
+	event := !st.Seen || st.Reset || lay.sig != st.GPUSig || lay.n != st.GPUCount || (s.cfg.ResetFirst && !s.firstDone)
+	s.firstDone = true
 	departed := false
 	s.stamp++
 

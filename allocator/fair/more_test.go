@@ -244,3 +244,30 @@ func TestDefaultQuantumRounds(t *testing.T) {
 		}
 	}
 }
+
+// ResetFirst: a scheduler rebuilt with new tickets (a reload) takes them
+// at its first round although the restored history records no event.
+func TestResetFirstAfterReload(t *testing.T) {
+	h := newHarness(t, Config{Tickets: map[string]int{"A": 100, "B": 100}}, cluster("v100", 1, 4))
+	h.add(job("a", "A", 1, nil), job("b", "B", 1, nil))
+	h.steps(3)
+	b, err := h.s.MarshalHistory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reset := range []bool{false, true} {
+		s2, err := New(Config{RoundS: 360, Tickets: map[string]int{"A": 300, "B": 100}, ResetFirst: reset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.UnmarshalHistory(b); err != nil {
+			t.Fatal(err)
+		}
+		h.s = s2
+		h.step()
+		ta, tb := s2.st.Jobs["a"].Tickets, s2.st.Jobs["b"].Tickets
+		if got := ta / tb; reset && math.Abs(got-3) > 1e-9 || !reset && math.Abs(got-1) > 1e-9 {
+			t.Errorf("reset %v: tickets a/b = %.3f", reset, got)
+		}
+	}
+}

@@ -184,7 +184,7 @@ func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, 
 	}
 	if d == nil && len(s.cfg.VCs) > 0 && s.cfg.VCs[0].GandivaFair() {
 		// One gandiva_fair VC over the whole cluster.
-		m, err := fairMechanism(s.cfg.VCs[0], s.round.Seconds())
+		m, err := fairMechanism(s.cfg.VCs[0], s.round.Seconds(), reset)
 		if err != nil {
 			return nil, err
 		}

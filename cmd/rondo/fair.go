@@ -10,8 +10,10 @@ import (
 
 // fairMechanism is a gandiva_fair VC's mechanism (allocator/fair): its
 // users' tickets, trading, quantum in rounds (default fair.DefaultQuantumRounds
-// for the round length) and migration bound; nil for any other VC.
-func fairMechanism(v rhcl.VC, roundS float64) (round.Mechanism, error) {
+// for the round length) and migration bound; nil for any other VC. reset:
+// its first round recomputes shares and tickets whatever history it is
+// given (a reload).
+func fairMechanism(v rhcl.VC, roundS float64, reset bool) (round.Mechanism, error) {
 	if !v.GandivaFair() {
 		return nil, nil
 	}
@@ -24,5 +26,5 @@ func fairMechanism(v rhcl.VC, roundS float64) (round.Mechanism, error) {
 		q = fair.DefaultQuantumRounds(roundS)
 	}
 	return fair.New(fair.Config{RoundS: roundS, QuantumRounds: q, Tickets: tickets, Trading: v.Trading,
-		TradeMargin: v.TradeMargin, MaxMigrations: v.MaxMigrations})
+		TradeMargin: v.TradeMargin, MaxMigrations: v.MaxMigrations, ResetFirst: reset})
 }

@@ -166,7 +166,7 @@ func (c *simulateCmd) Run(args []string) int {
 		if c.ideal {
 			return c.fail(fmt.Errorf("--ideal needs a policy of Gavel's mechanism, not gandiva_fair"))
 		}
-		m, err := fairMechanism(rhcl.VC{Policy: rhcl.GandivaFairPolicy}, c.round)
+		m, err := fairMechanism(rhcl.VC{Policy: rhcl.GandivaFairPolicy}, c.round, false)
 		if err != nil {
 			return c.fail(err)
 		}

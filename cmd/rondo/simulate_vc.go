@@ -635,7 +635,7 @@ func (c *simulateCmd) runVCSim() int {
 		return c.fail(err)
 	}
 	if o.Decider == nil { // the one gandiva_fair VC
-		m, err := fairMechanism(cfg.VCs[0], c.round)
+		m, err := fairMechanism(cfg.VCs[0], c.round, false)
 		if err != nil {
 			return c.fail(err)
 		}
