@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/fair"
@@ -21,7 +22,12 @@ func fairMechanism(v rhcl.VC, roundS float64, reset bool) (round.Mechanism, erro
 	for _, u := range v.Users {
 		tickets[u.Name] = u.Tickets
 	}
-	q := v.QuantumRounds(time.Duration(roundS * float64(time.Second)))
+	rd := time.Duration(roundS * float64(time.Second))
+	if v.Quantum > 0 && (rd <= 0 || v.Quantum%rd != 0) {
+		// The config's round_seconds was checked; a -round flag overrides it.
+		return nil, fmt.Errorf("vc %q: quantum %v is not a whole number of rounds (round %v)", v.Name, v.Quantum, rd)
+	}
+	q := v.QuantumRounds(rd)
 	if q == 0 {
 		q = fair.DefaultQuantumRounds(roundS)
 	}

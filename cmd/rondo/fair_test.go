@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rondo-sched/rondo/allocator/sim"
+	rhcl "github.com/rondo-sched/rondo/hcl"
 )
 
 // `rondo simulate` runs gandiva_fair alone over the cluster, from
@@ -49,5 +51,17 @@ func TestSimulateGandivaFair(t *testing.T) {
 		if r.Users[0].User != "alice" || got < 0.9*tc.ratio || got > 1.1*tc.ratio {
 			t.Errorf("%v: alice/bob GPU time %.3f, want %v within 10%%", tc.args, got, tc.ratio)
 		}
+	}
+}
+
+// A quantum that a -round override makes a fraction of a round is an
+// error naming the VC, not a silent truncation.
+func TestFairQuantumWholeRounds(t *testing.T) {
+	v := rhcl.VC{Name: "lab", Policy: rhcl.GandivaFairPolicy, Quantum: 6 * time.Minute}
+	if _, err := fairMechanism(v, 360, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fairMechanism(v, 420, false); err == nil || !strings.Contains(err.Error(), `vc "lab": quantum 6m0s is not a whole number of rounds`) {
+		t.Fatalf("got %v", err)
 	}
 }
