@@ -1,0 +1,376 @@
+package dl2
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+
+	"github.com/rondo-sched/rondo/policies/dl2/nn"
+)
+
+// Sample is one decision: the state, the feasible actions and the action.
+type Sample struct {
+	X    []float32
+	Mask []bool
+	A    int
+}
+
+func toSample(x []float64, mask []bool, a int) Sample {
+	s := Sample{X: make([]float32, len(x)), Mask: append([]bool(nil), mask...), A: a}
+	for i, v := range x {
+		s.X[i] = float32(v)
+	}
+	return s
+}
+
+func (s *Sample) input(x []float64) []float64 {
+	for i, v := range s.X {
+		x[i] = float64(v)
+	}
+	return x
+}
+
+// Demonstrations runs the teacher over the traces and records each of its
+// decisions as the model's layout encodes them (DL2 §4.2: the existing
+// scheduler's decisions in the cluster's traces).
+func Demonstrations(env *Env, traces [][]TraceJob, teacher Sizer, m *Model) ([]Sample, error) {
+	l := m.Layout()
+	typeOf := func(j *Job) int { return m.TypeIndex(j.Model) }
+	x := make([]float64, l.Inputs())
+	mask := make([]bool, l.Actions())
+	var out []Sample
+	rec := recorder{teacher: teacher, window: l.Window, on: func(s *Slot, job int, k Kind, stop bool, lastOff int) {
+		off, a := lastOff, l.StopAction()
+		if !stop {
+			off = job / l.Window * l.Window
+			a = l.Action(job-off, k)
+		}
+		l.Encode(s, off, typeOf, x)
+		if l.Mask(s, off, mask) == 0 || !mask[a] {
+			return // the teacher's action lies outside this window's view
+		}
+		out = append(out, toSample(x, mask, a))
+	}}
+	for _, tr := range traces {
+		if _, err := env.Run(tr, &rec, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// recorder wraps a teacher so that its actions reach on.
+type recorder struct {
+	teacher Sizer
+	window  int
+	on      func(s *Slot, job int, k Kind, stop bool, lastOff int)
+	lastOff int
+}
+
+func (r *recorder) Name() string { return r.teacher.Name() }
+
+func (r *recorder) Decide(s *Slot) {
+	r.lastOff = 0
+	s.OnAction = func(s *Slot, job int, k Kind, stop bool) {
+		r.on(s, job, k, stop, r.lastOff)
+		if !stop {
+			r.lastOff = job / r.window * r.window
+		}
+	}
+	r.teacher.Decide(s)
+	s.OnAction = nil
+}
+
+// SLOptions are the supervised bootstrap's settings.
+type SLOptions struct {
+	Passes int     // passes over the samples (DL2: hundreds)
+	Batch  int     // minibatch
+	LR     float64 // Adam's learning rate
+	Seed   int64
+	// Progress is called after each pass with the mean cross-entropy.
+	Progress func(pass int, loss float64)
+}
+
+// Supervised trains m's policy network to imitate the samples by
+// cross-entropy over the feasible actions.
+func Supervised(m *Model, samples []Sample, o SLOptions) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	rng := rand.New(rand.NewSource(o.Seed))
+	net := m.Policy
+	adam := nn.NewAdam(net, o.LR)
+	g := nn.NewGrads(net)
+	tape := nn.NewTape(net)
+	x := make([]float64, net.Sizes[0])
+	probs := make([]float64, m.Actions)
+	d := make([]float64, m.Actions)
+	idx := rng.Perm(len(samples))
+	var loss float64
+	for pass := 0; pass < o.Passes; pass++ {
+		rng.Shuffle(len(idx), func(a, b int) { idx[a], idx[b] = idx[b], idx[a] })
+		loss = 0
+		for start := 0; start < len(idx); start += o.Batch {
+			end := min(start+o.Batch, len(idx))
+			g.Zero()
+			for _, i := range idx[start:end] {
+				s := &samples[i]
+				out := net.Forward(s.input(x), tape)
+				nn.MaskedSoftmax(out, s.Mask, probs)
+				loss -= math.Log(max(probs[s.A], 1e-12))
+				for k := range d {
+					d[k] = probs[k]
+				}
+				d[s.A]--
+				net.Backward(tape, d, g)
+			}
+			g.Scale(1 / float64(end-start))
+			g.ClipNorm(5)
+			adam.Step(net, g)
+		}
+		loss /= float64(len(idx))
+		if o.Progress != nil {
+			o.Progress(pass, loss)
+		}
+	}
+	return loss
+}
+
+// RLOptions are the online actor-critic's settings (DL2 §4.3). The
+// ablations of Table 2 turn one technique off each.
+type RLOptions struct {
+	Steps       int     // slot updates (DL2 counts one update per slot as a step)
+	Batch       int     // samples per update
+	LR          float64 // Adam, both networks
+	Gamma       float64 // reward discount per slot
+	Entropy     float64 // entropy weight
+	Epsilon     float64 // job-aware exploration probability (0: off)
+	Replay      int     // replay buffer size in samples (0: the latest slot's samples only)
+	ActorCritic bool    // false: an exponential moving average of rewards as baseline
+	Seed        int64
+	// Episode returns the trace of training episode i (new jobs each time).
+	Episode func(i int) []TraceJob
+	// EvalEvery steps, Eval measures the current model (greedy) and its
+	// result goes into the learning curve.
+	EvalEvery int
+	Eval      func(m *Model) float64
+	Progress  func(step int, curve []CurvePoint)
+}
+
+// CurvePoint is one point of a learning curve.
+type CurvePoint struct {
+	Step   int     `json:"step"`
+	AvgJCT float64 `json:"avg_jct_s"`
+}
+
+// transition is one decision with the discounted rewards up to the next
+// slot that decides (r, slots without a decision included), the discount
+// left for that slot's value (disc) and its first state (next; nil: the
+// episode ended).
+type transition struct {
+	s    Sample
+	r    float64
+	disc float64
+	next []float32
+}
+
+// Reinforce improves m online: episodes of the environment decided by the
+// current policy (sampling, exploration), one update per slot.
+func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
+	rng := rand.New(rand.NewSource(o.Seed))
+	pol := NewPolicy(m, nil)
+	if pol.bad != "" {
+		return nil, fmt.Errorf("dl2: %s", pol.bad)
+	}
+	pol.Rand = rng
+	if o.Epsilon > 0 {
+		pol.Explore = &Exploration{Epsilon: o.Epsilon, Ratio: 3, Rand: rng}
+	}
+	u := newUpdater(m, o, rng)
+	var curve []CurvePoint
+	eval := func(step int) {
+		if o.Eval != nil && o.EvalEvery > 0 && step%o.EvalEvery == 0 {
+			curve = append(curve, CurvePoint{Step: step, AvgJCT: o.Eval(m)})
+			if o.Progress != nil {
+				o.Progress(step, curve)
+			}
+		}
+	}
+	eval(0)
+	step := 0
+	for ep := 0; step < o.Steps; ep++ {
+		var cur []Sample
+		var prev []transition
+		pol.Record = func(x []float64, mask []bool, a int) { cur = append(cur, toSample(x, mask, a)) }
+		flush := func(next []float32) {
+			for i := range prev {
+				prev[i].next = next
+			}
+			u.add(prev)
+			if step < o.Steps {
+				u.update()
+				step++
+				eval(step)
+			}
+			prev = nil
+		}
+		_, err := env.Run(o.Episode(ep), pol, func(r *SlotRecord) {
+			if len(cur) == 0 {
+				// Nothing to decide this slot: its reward still counts.
+				for i := range prev {
+					prev[i].r += prev[i].disc * r.Reward
+					prev[i].disc *= o.Gamma
+				}
+				return
+			}
+			// The previous slot's transitions lead to this slot's first state.
+			if prev != nil {
+				flush(cur[0].X)
+			}
+			for _, s := range cur {
+				prev = append(prev, transition{s: s, r: r.Reward, disc: o.Gamma})
+			}
+			cur = nil
+		})
+		if err != nil {
+			return curve, err
+		}
+		if prev != nil {
+			flush(nil)
+		}
+	}
+	return curve, nil
+}
+
+// updater holds the optimizers and the replay buffer.
+type updater struct {
+	m         *Model
+	o         RLOptions
+	rng       *rand.Rand
+	pa, va    *nn.Adam
+	pg, vg    *nn.Grads
+	pt, vt    *nn.Tape
+	buf       []transition
+	next      int
+	latest    []transition
+	ema       float64
+	emaInit   bool
+	x, probs  []float64
+	d         []float64
+	batchIdx  []int
+	advs, tgt []float64
+}
+
+func newUpdater(m *Model, o RLOptions, rng *rand.Rand) *updater {
+	return &updater{m: m, o: o, rng: rng,
+		pa: nn.NewAdam(m.Policy, o.LR), va: nn.NewAdam(m.Value, o.LR),
+		pg: nn.NewGrads(m.Policy), vg: nn.NewGrads(m.Value),
+		pt: nn.NewTape(m.Policy), vt: nn.NewTape(m.Value),
+		x: make([]float64, m.Policy.Sizes[0]), probs: make([]float64, m.Actions), d: make([]float64, m.Actions)}
+}
+
+func (u *updater) add(ts []transition) {
+	u.latest = ts
+	if u.o.Replay <= 0 {
+		return
+	}
+	for _, t := range ts {
+		if len(u.buf) < u.o.Replay {
+			u.buf = append(u.buf, t)
+		} else {
+			u.buf[u.next] = t
+			u.next = (u.next + 1) % u.o.Replay
+		}
+	}
+}
+
+func (u *updater) value(x []float32) float64 {
+	if x == nil {
+		return 0
+	}
+	for i, v := range x {
+		u.x[i] = float64(v)
+	}
+	return u.m.Value.Forward(u.x, u.vt)[0]
+}
+
+// update is one actor-critic step on a minibatch.
+func (u *updater) update() {
+	pool := u.latest
+	if u.o.Replay > 0 {
+		pool = u.buf
+	}
+	if len(pool) == 0 {
+		return
+	}
+	n := min(u.o.Batch, len(pool))
+	u.batchIdx = u.batchIdx[:0]
+	if u.o.Replay > 0 {
+		for range n {
+			u.batchIdx = append(u.batchIdx, u.rng.Intn(len(pool)))
+		}
+	} else {
+		u.batchIdx = append(u.batchIdx, u.rng.Perm(len(pool))[:n]...)
+	}
+	// Targets and advantages with the current critic.
+	u.advs, u.tgt = u.advs[:0], u.tgt[:0]
+	for _, i := range u.batchIdx {
+		t := &pool[i]
+		target := t.r + t.disc*u.value(t.next)
+		var adv float64
+		if u.o.ActorCritic {
+			adv = target - u.value(t.s.X)
+		} else {
+			if !u.emaInit {
+				u.ema, u.emaInit = t.r, true
+			}
+			adv = t.r - u.ema
+			u.ema = 0.99*u.ema + 0.01*t.r
+		}
+		u.tgt = append(u.tgt, target)
+		u.advs = append(u.advs, adv)
+	}
+	// Normalize the advantages (scale only) for a steady step size.
+	var sd float64
+	for _, a := range u.advs {
+		sd += a * a
+	}
+	sd = math.Sqrt(sd/float64(len(u.advs))) + 1e-8
+	u.pg.Zero()
+	u.vg.Zero()
+	for b, i := range u.batchIdx {
+		t := &pool[i]
+		x := t.s.input(u.x)
+		out := u.m.Policy.Forward(x, u.pt)
+		nn.MaskedSoftmax(out, t.s.Mask, u.probs)
+		var h float64
+		for _, p := range u.probs {
+			if p > 0 {
+				h -= p * math.Log(p)
+			}
+		}
+		adv := u.advs[b] / sd
+		for k, p := range u.probs {
+			d := adv * p // -adv*(1[k=a]-p)
+			if p > 0 {
+				d += u.o.Entropy * p * (math.Log(p) + h)
+			}
+			u.d[k] = d
+		}
+		u.d[t.s.A] -= adv
+		u.m.Policy.Backward(u.pt, u.d, u.pg)
+		if u.o.ActorCritic {
+			v := u.m.Value.Forward(x, u.vt)[0]
+			u.m.Value.Backward(u.vt, []float64{v - u.tgt[b]}, u.vg)
+		}
+	}
+	f := 1 / float64(len(u.batchIdx))
+	u.pg.Scale(f)
+	u.pg.ClipNorm(5)
+	u.pa.Step(u.m.Policy, u.pg)
+	if u.o.ActorCritic {
+		u.vg.Scale(f)
+		u.vg.ClipNorm(5)
+		u.va.Step(u.m.Value, u.vg)
+	}
+}
