@@ -23,13 +23,13 @@ type Env struct {
 
 // SlotRecord is one simulated slot, as Run's callback sees it.
 type SlotRecord struct {
-	Index    int     // the slot's place on the grid: it starts at Index·SlotS
-	StartS   float64 // its start, seconds
-	Slot     *Slot   // the sizer's decision (Jobs: the active jobs in arrival order)
-	Trained  []float64
-	Reward   float64  // Σ epochs trained / epochs of the job (DL2's eq. 1)
-	Finished []string // IDs of the jobs that finished in it
-	Done     bool     // the last slot: every job has finished
+	Index    int       // the slot's place on the grid: it starts at Index·SlotS
+	StartS   float64   // its start, seconds
+	Slot     *Slot     // the sizer's decision; Jobs: the active jobs in arrival order, Done as at the start
+	Trained  []float64 // epochs each job (Slot.Jobs order) trained in the slot
+	Reward   float64   // Σ epochs trained / epochs of the job (DL2's eq. 1)
+	Finished []string  // IDs of the jobs that finished in it
+	Done     bool      // the last slot: every job has finished
 }
 
 // Result is one run's outcome.
