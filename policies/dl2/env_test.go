@@ -293,14 +293,14 @@ func TestSlotProperty(t *testing.T) {
 	}
 }
 
-type slotState struct {
+type testSlotState struct {
 	Alloc   []Alloc
 	Free    []Server
 	Actions int
 }
 
-func snapshot(s *Slot) slotState {
-	st := slotState{Free: append([]Server(nil), s.Free...), Actions: s.Actions}
+func snapshot(s *Slot) testSlotState {
+	st := testSlotState{Free: append([]Server(nil), s.Free...), Actions: s.Actions}
 	for _, a := range s.Alloc {
 		a.WorkerOn = append([]int(nil), a.WorkerOn...)
 		a.PSOn = append([]int(nil), a.PSOn...)
