@@ -32,13 +32,13 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 
 type dl2Train struct {
 	base
-	out, curve, teacher, cluster, hidden, speeds, from string
-	perServer, cpus, window, spare                     int
-	slTraces, slPasses, rlSteps, valTraces, jobs       int
-	round, rate, noise, slLR, rlLR                     float64
-	seed                                               int64
-	noAC, noExplore, noReplay, quiet                   bool
-	types                                              string
+	out, curve, teacher, cluster, hidden, speeds, from           string
+	perServer, cpus, window, spare, warmup, batch, replay        int
+	slTraces, slPasses, rlSteps, valTraces, jobs                 int
+	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon float64
+	seed                                                         int64
+	noAC, noExplore, noReplay, quiet, slotReward                 bool
+	types                                                        string
 }
 
 func newDL2Train() *dl2Train {
@@ -59,7 +59,15 @@ func newDL2Train() *dl2Train {
 	f.IntVar(&c.slPasses, "sl-passes", 30, "passes over the teacher's decisions")
 	f.Float64Var(&c.slLR, "sl-lr", 1e-3, "supervised learning rate (Adam)")
 	f.IntVar(&c.rlSteps, "steps", 2000, "online RL steps (one update per slot)")
-	f.Float64Var(&c.rlLR, "rl-lr", 1e-4, "RL learning rate (Adam)")
+	f.Float64Var(&c.rlLR, "rl-lr", 1e-4, "RL learning rate of the policy network (Adam)")
+	f.Float64Var(&c.vLR, "value-lr", 1e-3, "RL learning rate of the value network (Adam)")
+	f.IntVar(&c.warmup, "warmup", 1000, "first RL steps that train only the value network")
+	f.IntVar(&c.batch, "batch", 64, "RL minibatch (decisions per update)")
+	f.IntVar(&c.replay, "replay", 8192, "experience replay buffer, decisions")
+	f.Float64Var(&c.gamma, "gamma", 0.9, "reward discount per slot")
+	f.Float64Var(&c.entropy, "entropy", 0.01, "entropy weight")
+	f.Float64Var(&c.epsilon, "epsilon", 0.2, "job-aware exploration probability")
+	f.BoolVar(&c.slotReward, "slot-reward", false, "every decision of a slot gets the slot's reward and the next slot's state (DL2 as written) instead of per-decision TD steps")
 	f.IntVar(&c.valTraces, "val-traces", 3, "held-out validation traces (the learning curve)")
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
 	f.StringVar(&c.hidden, "hidden", "128,64", "hidden layer widths")
@@ -117,7 +125,7 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 		Gen:       dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round, Models: types},
 		TrainSeed: 1000 * c.seed, ValSeed: 9000 * c.seed, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
 		SL: dl2.SLOptions{Passes: c.slPasses, Batch: 64, LR: c.slLR, Seed: c.seed},
-		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: 64, LR: c.rlLR, Gamma: 0.9, Entropy: 0.01, Epsilon: 0.2, Replay: 8192,
+		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: c.batch, LR: c.rlLR, ValueLR: c.vLR, Warmup: c.warmup, Gamma: c.gamma, Entropy: c.entropy, Epsilon: c.epsilon, Replay: c.replay, SlotReward: c.slotReward,
 			ActorCritic: !c.noAC, Seed: c.seed, EvalEvery: max(c.rlSteps/20, 1)},
 	}
 	if c.noExplore {

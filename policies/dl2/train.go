@@ -1,6 +1,7 @@
 package dl2
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand"
@@ -139,15 +140,27 @@ func Supervised(m *Model, samples []Sample, o SLOptions) float64 {
 // RLOptions are the online actor-critic's settings (DL2 §4.3). The
 // ablations of Table 2 turn one technique off each.
 type RLOptions struct {
-	Steps       int     // slot updates (DL2 counts one update per slot as a step)
-	Batch       int     // samples per update
-	LR          float64 // Adam, both networks
+	Steps   int     // slot updates (DL2 counts one update per slot as a step)
+	Batch   int     // samples per update
+	LR      float64 // Adam, the policy network
+	ValueLR float64 // Adam, the value network (0: LR)
+	// Warmup steps train only the critic: the supervised bootstrap leaves
+	// it untrained, and advantages from an untrained critic undo what the
+	// bootstrap learned.
+	Warmup      int
 	Gamma       float64 // reward discount per slot
 	Entropy     float64 // entropy weight
 	Epsilon     float64 // job-aware exploration probability (0: off)
 	Replay      int     // replay buffer size in samples (0: the latest slot's samples only)
 	ActorCritic bool    // false: an exponential moving average of rewards as baseline
-	Seed        int64
+	// SlotReward gives every decision of a slot the slot's reward and the
+	// next slot's state (DL2 §4.3 as written). Default (false): the
+	// decisions of a slot are steps of the MDP, each leading to the next
+	// decision's state without reward and the last to the next slot with
+	// the slot's reward, so the critic's TD error credits each action
+	// with what it changed (per-action advantages; see docs/dl2.md).
+	SlotReward bool
+	Seed       int64
 	// Episode returns the trace of training episode i (new jobs each time).
 	Episode func(i int) []TraceJob
 	// EvalEvery steps, Eval measures the current model (greedy) and its
@@ -172,6 +185,7 @@ type transition struct {
 	r    float64
 	disc float64
 	next []float32
+	open bool // waiting for the next deciding slot's first state
 }
 
 // Reinforce improves m online: episodes of the environment decided by the
@@ -204,7 +218,9 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 		pol.Record = func(x []float64, mask []bool, a int) { cur = append(cur, toSample(x, mask, a)) }
 		flush := func(next []float32) {
 			for i := range prev {
-				prev[i].next = next
+				if prev[i].open {
+					prev[i].next, prev[i].open = next, false
+				}
 			}
 			u.add(prev)
 			if step < o.Steps {
@@ -218,8 +234,10 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 			if len(cur) == 0 {
 				// Nothing to decide this slot: its reward still counts.
 				for i := range prev {
-					prev[i].r += prev[i].disc * r.Reward
-					prev[i].disc *= o.Gamma
+					if prev[i].open {
+						prev[i].r += prev[i].disc * r.Reward
+						prev[i].disc *= o.Gamma
+					}
 				}
 				return
 			}
@@ -227,8 +245,13 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 			if prev != nil {
 				flush(cur[0].X)
 			}
-			for _, s := range cur {
-				prev = append(prev, transition{s: s, r: r.Reward, disc: o.Gamma})
+			for i, s := range cur {
+				if o.SlotReward || i == len(cur)-1 {
+					prev = append(prev, transition{s: s, r: r.Reward, disc: o.Gamma, open: true})
+					continue
+				}
+				// Inside the slot: no reward yet, the next decision's state.
+				prev = append(prev, transition{s: s, disc: 1, next: cur[i+1].X})
 			}
 			cur = nil
 		})
@@ -253,6 +276,7 @@ type updater struct {
 	buf       []transition
 	next      int
 	latest    []transition
+	steps     int
 	ema       float64
 	emaInit   bool
 	x, probs  []float64
@@ -263,7 +287,7 @@ type updater struct {
 
 func newUpdater(m *Model, o RLOptions, rng *rand.Rand) *updater {
 	return &updater{m: m, o: o, rng: rng,
-		pa: nn.NewAdam(m.Policy, o.LR), va: nn.NewAdam(m.Value, o.LR),
+		pa: nn.NewAdam(m.Policy, o.LR), va: nn.NewAdam(m.Value, cmp.Or(o.ValueLR, o.LR)),
 		pg: nn.NewGrads(m.Policy), vg: nn.NewGrads(m.Value),
 		pt: nn.NewTape(m.Policy), vt: nn.NewTape(m.Value),
 		x: make([]float64, m.Policy.Sizes[0]), probs: make([]float64, m.Actions), d: make([]float64, m.Actions)}
@@ -365,9 +389,11 @@ func (u *updater) update() {
 		}
 	}
 	f := 1 / float64(len(u.batchIdx))
-	u.pg.Scale(f)
-	u.pg.ClipNorm(5)
-	u.pa.Step(u.m.Policy, u.pg)
+	if u.steps++; u.steps > u.o.Warmup {
+		u.pg.Scale(f)
+		u.pg.ClipNorm(5)
+		u.pa.Step(u.m.Policy, u.pg)
+	}
 	if u.o.ActorCritic {
 		u.vg.Scale(f)
 		u.vg.ClipNorm(5)
