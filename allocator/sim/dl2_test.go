@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -128,10 +129,33 @@ func relDiff(a, b float64) float64 {
 	return math.Abs(a-b) / math.Max(math.Abs(a), math.Abs(b))
 }
 
+// sizerFor is a baseline, or for "dl2" the learned sizer with an
+// untrained model (seeded: its decisions read every job's slots run and
+// epochs left, so it checks the history the mechanism keeps).
+func sizerFor(t *testing.T, name string, models dl2.Models) dl2.Sizer {
+	t.Helper()
+	if name != "dl2" {
+		sz, err := dl2.Teacher(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sz
+	}
+	var b bytes.Buffer
+	if err := dl2.NewModel(10, models.Names(), 2, []int{32}, 1).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	m, err := dl2.ReadModel("untrained", &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dl2.NewPolicy(m, func(format string, args ...any) { t.Fatalf("dl2 sizer: "+format, args...) })
+}
+
 // TestDL2AgreesWithEnv is the simulator against DL2's own environment: a
 // 60-job generated trace on DL2's testbed (13 servers of 2 GPUs and 16
 // CPUs, 1200 s slots), sized by every baseline (drf, fifo, optimus, srtf,
-// tetris) through the loop
+// tetris) and the learned sizer (an untrained model) through the loop
 // and allocator/sizer, gives the average JCT, makespan and every job's
 // JCT of dl2.Env.Run on the same trace and sizer (relative difference
 // below 1e-9), without noise and with dl2.Env's noise (sigma 0.1); no
@@ -141,16 +165,14 @@ func TestDL2AgreesWithEnv(t *testing.T) {
 	jobs := dl2.Generate(dl2.GenOptions{Jobs: 60, Seed: 3, SlotS: 1200}, models)
 	servers := dl2.Servers(13, 2, 16)
 	for _, noise := range []float64{0, 0.1} {
-		for _, name := range []string{"drf", "fifo", "optimus", "srtf", "tetris"} {
-			sz, err := dl2.Teacher(name)
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, name := range []string{"drf", "fifo", "optimus", "srtf", "tetris", "dl2"} {
+			sz := sizerFor(t, name, models)
 			env := dl2.Env{Servers: servers, SlotS: 1200, Models: models, Noise: noise, Seed: 11}
 			want, err := env.Run(jobs, sz, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			sz = sizerFor(t, name, models) // a fresh one: the same decisions from the same state
 			got, c := runDL2(t, models, jobs, sz, 13, 2, 16, 1200, noise, 11)
 			t.Logf("noise %g %-8s avg JCT env %.6f s sim %.6f s (rel %.2g), makespan env %.1f sim %.1f (rel %.2g), slots env %d sim %d",
 				noise, name, want.AvgJCTS, got.AvgJCTS, relDiff(want.AvgJCTS, got.AvgJCTS), want.MakespanS, got.MakespanS,

@@ -43,8 +43,9 @@ func TestSimulateDL2Generated(t *testing.T) {
 	}
 }
 
-// TestSimulateDL2TraceFile: a trace file runs (text output), a bad line
-// is one error line naming file:line: field.
+// TestSimulateDL2TraceFile: a trace file runs (text output; --policy dl2
+// with a model file, silent: the model is used), a bad line is one error
+// line naming file:line: field.
 func TestSimulateDL2TraceFile(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.csv")
@@ -53,6 +54,14 @@ func TestSimulateDL2TraceFile(t *testing.T) {
 	}
 	code, out, errOut := runCaptured(t, "simulate", "--trace-format", "dl2", "--trace", good, "--policy", "optimus", "--round", "600", "--speed-noise", "0")
 	if code != 0 || !strings.Contains(out, "policy optimus: 2/2 jobs in window done") {
+		t.Fatalf("code %d: %s%s", code, out, errOut)
+	}
+	model := filepath.Join(dir, "model.json")
+	if err := dl2.NewModel(4, dl2.Table1().Names(), 1, []int{8}, 1).Save(model); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCaptured(t, "simulate", "--trace-format", "dl2", "--trace", good, "--policy", "dl2", "--dl2-model", model, "--json")
+	if code != 0 || !strings.Contains(out, `"policy":"dl2"`) || errOut != "" {
 		t.Fatalf("code %d: %s%s", code, out, errOut)
 	}
 	bad := filepath.Join(dir, "bad.csv")
