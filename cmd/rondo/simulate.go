@@ -175,6 +175,9 @@ func (c *simulateCmd) Run(args []string) int {
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
 	}
+	if canon, _ := policies.Canonical(c.policy); canon == dl2Policy {
+		return c.fail(fmt.Errorf("--policy dl2 sizes DL2 jobs in workers and parameter servers: run it with --trace-format dl2 (or a dl2 VC of --vc-config)"))
+	}
 	if canon, _ := policies.Canonical(c.policy); canon == rhcl.GandivaFairPolicy {
 		// Gandiva-fair's own mechanism on the cluster's servers, every
 		// user at the default tickets (--vc-config declares tickets).

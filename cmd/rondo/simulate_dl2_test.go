@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rondo-sched/rondo/allocator/sim"
+	"github.com/rondo-sched/rondo/allocator/trace"
 	"github.com/rondo-sched/rondo/policies/dl2"
 )
 
@@ -102,5 +104,78 @@ func TestSimulateDL2Errors(t *testing.T) {
 	code, _, errOut := runCaptured(t, "simulate", "--policy", "fifo", "--speed-noise", "0.2", "--jobs", "3", "--trace", "static")
 	if code != 1 || !strings.Contains(errOut, "--speed-noise needs --trace-format dl2") {
 		t.Errorf("code %d: %q", code, errOut)
+	}
+}
+
+// TestDL2VC: a config's dl2 VC runs allocator/sizer (no model shipped: the
+// learned sizer decides with DRF, warned once). Alone over the cluster, or
+// as a quota-only VC of 26 GPUs beside another VC's plain job, its
+// two-role jobs (a JSON-lines trace) finish with the average JCT that
+// --trace-format dl2 --policy drf gives the same jobs on DL2's testbed.
+func TestDL2VC(t *testing.T) {
+	dir := t.TempDir()
+	jobs := []dl2.TraceJob{{ID: "a", Model: "ctc", ArrivalS: 0, Epochs: 40}, {ID: "b", Model: "resnet-50", ArrivalS: 300, Epochs: 6},
+		{ID: "c", Model: "seq2seq", ArrivalS: 2000, Epochs: 9}, {ID: "d", Model: "wlm", ArrivalS: 2100, Epochs: 30}}
+	csvPath, jsonl := filepath.Join(dir, "t.csv"), filepath.Join(dir, "t.jsonl")
+	f, _ := os.Create(csvPath)
+	if err := dl2.WriteTrace(f, jobs); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	tj, err := sim.DL2Jobs(dl2.Table1(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tj {
+		tj[i].VC = "ml"
+	}
+	plain := trace.Job{ID: len(tj), Model: "ResNet-18 (batch size 64)", ScaleFactor: 1, TotalSteps: 1000, Priority: 1, ArrivalS: 0, VC: "other"}
+	f, _ = os.Create(jsonl)
+	if err := trace.WriteJSONL(f, append(tj, plain)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	alone, quota := filepath.Join(dir, "alone.hcl"), filepath.Join(dir, "quota.hcl")
+	os.WriteFile(alone, []byte("round_seconds = 1200\nvc \"ml\" {\n  policy = \"dl2\"\n}\n"), 0o644)
+	os.WriteFile(quota, []byte("round_seconds = 1200\nvc \"ml\" {\n  policy = \"dl2\"\n  gpus = { v100 = 26 }\n}\nvc \"other\" {\n  policy = \"fifo\"\n  gpus = { v100 = 4 }\n}\n"), 0o644)
+
+	code, out, errOut := runCaptured(t, "simulate", "--trace-format", "dl2", "--trace", csvPath, "--policy", "drf", "--speed-noise", "0", "--json")
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	var want sim.Result
+	if err := json.Unmarshal([]byte(out), &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cfg, cluster string
+		n            int
+	}{{alone, "v100=26", 4}, {quota, "v100=30", 5}} {
+		trPath := jsonl
+		if c.n == 4 { // the plain job has no VC alone
+			trPath = filepath.Join(dir, "alone.jsonl")
+			f, _ := os.Create(trPath)
+			trace.WriteJSONL(f, tj)
+			f.Close()
+		}
+		code, out, errOut := runCaptured(t, "simulate", "--vc-config", c.cfg, "--trace", trPath, "--cluster", c.cluster,
+			"--gpus-per-server", "2", "--round", "1200", "--json")
+		if code != 0 || !strings.Contains(errOut, "dl2: model not used, deciding with DRF: no model vc=ml") || strings.Count(errOut, "\n") != 1 {
+			t.Fatalf("%s: code %d: %s", c.cfg, code, errOut)
+		}
+		var r sim.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Finished || r.JobsDone != c.n || len(r.VCs) == 0 || r.VCs[0].Name != "ml" {
+			t.Fatalf("%s: %s", c.cfg, out)
+		}
+		if got := r.VCs[0].AvgJCTS; math.Abs(got-want.AvgJCTS) > 1e-9*want.AvgJCTS {
+			t.Errorf("%s: vc ml avg JCT %v, --trace-format dl2 %v", c.cfg, got, want.AvgJCTS)
+		}
+	}
+	code, _, errOut = runCaptured(t, "simulate", "--policy", "dl2", "--trace", jsonl)
+	if code != 1 || !strings.Contains(errOut, "--policy dl2 sizes DL2 jobs") {
+		t.Fatalf("code %d: %s", code, errOut)
 	}
 }

@@ -7,7 +7,9 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/sizer"
+	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies/dl2"
+	"github.com/rondo-sched/rondo/policies/names"
 )
 
 // dl2Policy is the learned sizer's policy name; the baselines are
@@ -55,4 +57,36 @@ func sizerMechanism(sz dl2.Sizer, models dl2.Models, cpus int) (*round.Single, e
 		return nil, err
 	}
 	return &round.Single{Mechanism: m}, nil
+}
+
+// isDL2 reports whether a VC runs DL2's sizing (policy "dl2").
+func isDL2(v rhcl.VC) bool {
+	c, err := names.Canonical(v.Policy)
+	return err == nil && c == dl2Policy
+}
+
+// ownMechanism reports whether a VC runs a mechanism of its own instead
+// of Gavel's engine: gandiva_fair (allocator/fair) or dl2 (allocator/sizer).
+func ownMechanism(v rhcl.VC) bool { return v.GandivaFair() || isDL2(v) }
+
+// vcMechanism is a VC's mechanism when it is not the engine: a
+// gandiva_fair VC's (fairMechanism) or a dl2 VC's (allocator/sizer with
+// the learned sizer; policies/dl2 ships no model, so it decides with DRF,
+// which the sizer warns about once, at its first round); nil for any other
+// VC. Servers' CPUs are their nodes' cores (else sizer.DefaultCPUsPerServer)
+// and the sizers' speed model DL2's Table 1.
+func vcMechanism(v rhcl.VC, roundS float64, reset bool, warn func(msg string, args ...any)) (round.Mechanism, error) {
+	if !isDL2(v) {
+		return fairMechanism(v, roundS, reset)
+	}
+	logf := func(format string, args ...any) { warn(fmt.Sprintf(format, args...), "vc", v.Name) }
+	sz, err := dl2Sizer(dl2Policy, "", logf)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sizer.New(sizer.Options{Sizer: sz, Speed: dl2.Table1().Speed()})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
