@@ -24,12 +24,22 @@ type planChecker struct {
 	cpus   int
 	rounds int
 	err    error
+	// intents counts the plans' intents by kind.
+	intents map[engine.Intent]int
 }
 
 func (c *planChecker) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	p, err := c.d.Round(s)
 	if err == nil && c.err == nil {
 		c.err = checkDL2Plan(s, p, c.cpus)
+	}
+	if p != nil {
+		if c.intents == nil {
+			c.intents = map[engine.Intent]int{}
+		}
+		for _, in := range p.Intents {
+			c.intents[in.Intent]++
+		}
 	}
 	c.rounds++
 	return p, err
@@ -174,9 +184,9 @@ func TestDL2AgreesWithEnv(t *testing.T) {
 			}
 			sz = sizerFor(t, name, models) // a fresh one: the same decisions from the same state
 			got, c := runDL2(t, models, jobs, sz, 13, 2, 16, 1200, noise, 11)
-			t.Logf("noise %g %-8s avg JCT env %.6f s sim %.6f s (rel %.2g), makespan env %.1f sim %.1f (rel %.2g), slots env %d sim %d",
+			t.Logf("noise %g %-8s avg JCT env %.6f s sim %.6f s (rel %.2g), makespan env %.1f sim %.1f (rel %.2g), slots env %d sim %d; intents %v",
 				noise, name, want.AvgJCTS, got.AvgJCTS, relDiff(want.AvgJCTS, got.AvgJCTS), want.MakespanS, got.MakespanS,
-				relDiff(want.MakespanS, got.MakespanS), want.Slots, got.Rounds)
+				relDiff(want.MakespanS, got.MakespanS), want.Slots, got.Rounds, c.intents)
 			if !got.Finished || got.JobsDone != len(jobs) {
 				t.Fatalf("%s: %d of %d jobs done", name, got.JobsDone, len(jobs))
 			}

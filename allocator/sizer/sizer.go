@@ -7,6 +7,8 @@
 //	Snapshot ─► servers: healthy GPUs by server, CPUs from the node (else a default)
 //	         ─► jobs in arrival order as dl2.Jobs (bounds, demand, epochs done, slots run)
 //	         ─► dl2.NewSlot (minimums) ─► Sizer.Decide ─► dl2.Check
+//	         ─► relabel: tasks moved between servers of equal capacity so that
+//	            jobs stay where they ran (relabel.go)
 //	         ─► Plan: each running job on concrete GPUs of the servers the slot
 //	            chose (its GPUs of last round first), its PS count and servers;
 //	            suspend what ran and got nothing; intents (engine.Annotate)
@@ -123,7 +125,9 @@ func (m *Mechanism) servers(s *engine.Snapshot) ([]server, []dl2.Server, map[str
 // TotalSteps as epochs and TotalSteps - RemainingSteps done. Any other job
 // is fixed: exactly its minimum workers (a one-role elastic job's
 // ScaleFactor/StepGPUs of StepGPUs GPUs, a plain job's ScaleFactor of one
-// GPU), one CPU each, no PS.
+// GPU), one CPU each, no PS. (Round makes a plain job one worker of
+// ScaleFactor GPUs when some server has that many, so that it is not
+// spread.)
 func JobOf(j *engine.Job, slotsRun int) dl2.Job {
 	out := dl2.Job{ID: j.ID, Model: j.Model, ArrivalS: j.ArrivalS, Epochs: j.TotalSteps,
 		Done: max(j.TotalSteps-j.RemainingSteps, 0), SlotsRun: slotsRun}
@@ -157,14 +161,27 @@ func cores(c float64) int {
 // over-commits a server or a bound) is returned: never such a plan.
 func (m *Mechanism) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	srv, caps, typ := m.servers(s)
+	most := 0
+	for _, c := range caps {
+		most = max(most, c.GPUs)
+	}
 	jobs := make([]dl2.Job, len(s.Jobs))
 	for i := range s.Jobs {
 		jobs[i] = JobOf(&s.Jobs[i], m.slotsRun[s.Jobs[i].ID])
+		if j := &jobs[i]; s.Jobs[i].Elastic == nil && j.Bounds.MinWorkers > 1 && most >= j.Bounds.MinWorkers {
+			// A plain multi-GPU job runs whole on one server when one
+			// is large enough (as the engine's fewest-servers pick).
+			j.Demand.WorkerGPUs, j.Bounds = j.Bounds.MinWorkers, dl2.Bounds{MinWorkers: 1, MaxWorkers: 1}
+		}
 	}
 	slot := dl2.NewSlot(caps, jobs, m.o.Speed)
 	m.o.Sizer.Decide(slot)
 	if err := dl2.Check(caps, slot); err != nil {
 		return nil, fmt.Errorf("sizer %s: %w", m.o.Sizer.Name(), err)
+	}
+	relabel(s, srv, caps, slot)
+	if err := dl2.Check(caps, slot); err != nil {
+		return nil, fmt.Errorf("sizer: relabeled slot: %w", err)
 	}
 	if m.o.OnSlot != nil {
 		ids := make([]string, len(srv))

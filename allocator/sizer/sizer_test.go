@@ -169,8 +169,8 @@ func TestSlotToPlan(t *testing.T) {
 	}
 }
 
-// TestSuspendAndFixed: a plain 2-GPU job is fixed (its 2 GPUs, no PS) and
-// comes first in arrival order; a DL2 job whose minimum no longer fits
+// TestSuspendAndFixed: a plain 2-GPU job is fixed (its 2 GPUs on one
+// server, no PS) and comes first in arrival order; a DL2 job whose minimum no longer fits
 // after a failure is suspended.
 func TestSuspendAndFixed(t *testing.T) {
 	m := newMech(t, dl2.FIFO{}, nil)
@@ -182,8 +182,8 @@ func TestSuspendAndFixed(t *testing.T) {
 	}
 	checkPlan(t, s, p, 16)
 	f, d := assignmentOf(p, "f"), assignmentOf(p, "d")
-	if f == nil || len(f.GPUs) != 2 || f.PS != 0 || d == nil || len(d.GPUs) != 2 || d.PS < 1 {
-		t.Fatalf("fixed %+v, dl2 %+v", f, d)
+	if f == nil || len(f.GPUs) != 2 || len(f.Servers) != 1 || f.PS != 0 || d == nil || len(d.GPUs) != 2 || d.PS < 1 {
+		t.Fatalf("fixed %+v (whole on one server), dl2 %+v", f, d)
 	}
 	// Every GPU but s0:0 fails: f (first in arrival order) needs 2 and
 	// does not fit, d's minimum (one GPU) does.
@@ -302,5 +302,28 @@ func TestTwoGPUWorkers(t *testing.T) {
 	checkPlan(t, s, p2, 16)
 	if in := intentOf(p2, "a"); in.Intent != engine.IntentKeep || !slices.Equal(assignmentOf(p2, "a").GPUs, assignmentOf(p, "a").GPUs) {
 		t.Fatalf("a: %+v", in)
+	}
+}
+
+// TestStaysOnEqualServer: the slot places a lone job on the first of two
+// equal servers; the job ran on the second last round, so its tasks are
+// relabeled there and it is kept, not moved.
+func TestStaysOnEqualServer(t *testing.T) {
+	var ids []string
+	var last *dl2.Slot
+	m := newMech(t, dl2.FIFO{}, func(_ []dl2.Server, v []string, s *dl2.Slot) { ids, last = v, s })
+	s := &engine.Snapshot{GPUs: cluster(2, 2), Jobs: []engine.Job{twoRole("a", 1, 1)},
+		Running: []engine.Assignment{{Jobs: []string{"a"}, Type: "v100", GPUs: []string{"s1:1"}, Servers: []string{"s1"}, PS: 1, PSServers: []string{"s1"}}}}
+	s.Jobs[0].Started = true
+	p, err := m.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := assignmentOf(p, "a")
+	if !slices.Equal(a.GPUs, []string{"s1:1"}) || a.Action != engine.Keep || intentOf(p, "a").Intent != engine.IntentKeep {
+		t.Fatalf("a: %+v, %+v", a, intentOf(p, "a"))
+	}
+	if ids[last.Alloc[0].WorkerOn[0]] != "s1" || last.Free[1].GPUs != 1 || last.Free[0].GPUs != 2 {
+		t.Fatalf("slot not relabeled: %+v, free %+v", last.Alloc[0], last.Free)
 	}
 }
