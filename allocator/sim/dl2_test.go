@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/faults"
 	"github.com/rondo-sched/rondo/allocator/round"
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/sizer"
@@ -247,5 +249,40 @@ func TestDL2Jobs(t *testing.T) {
 		Engine: engine.Config{Policy: "fifo", RoundS: 1200}})
 	if err == nil {
 		t.Fatal("a two-role job ran without Options.DL2")
+	}
+}
+
+// TestDL2Fault: a DL2 job that would finish inside its first slot is cut
+// when its first server fails mid-slot: it keeps the epochs trained until
+// then, does not finish there, and finishes in a later slot.
+func TestDL2Fault(t *testing.T) {
+	models := dl2.Table1()
+	tj, err := sim.DL2Jobs(models, []dl2.TraceJob{{ID: "a", Model: "ctc", Epochs: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(fs *faults.Schedule) *sim.Result {
+		m, err := sizer.New(sizer.Options{Sizer: dl2.DRF{}, Speed: models.Speed()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sim.Run(&sim.SliceSource{Jobs: tj}, sim.Options{
+			Cluster: sim.Cluster{Types: map[string]int{"v100": 26}, GPUsPerServer: 2},
+			Engine:  engine.Config{Policy: "drf", RoundS: 1200}, Decider: &round.Single{Mechanism: m},
+			DL2: &sim.DL2{Models: models}, Faults: fs,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	plain := run(nil)
+	fs, err := faults.Parse("f.csv", strings.NewReader("100,node-fail,node:v100:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := run(fs)
+	if !(plain.AvgJCTS < 1200) || !cut.Finished || cut.FaultInterruptions != 1 || !(cut.AvgJCTS > 1200) {
+		t.Fatalf("no fault: JCT %v; cut at 100 s: JCT %v, %d interruptions, finished %v", plain.AvgJCTS, cut.AvgJCTS, cut.FaultInterruptions, cut.Finished)
 	}
 }
