@@ -22,7 +22,10 @@ import "slices"
 // step, and two jobs never share a GPU (extras come from the free GPUs of
 // the same per-type view as placement). A backend learns a resize from an
 // assignment whose GPU count differs from what runs; the action stays Keep
-// when the minimum kept its GPUs.
+// when the minimum kept its GPUs. Two-role elastic jobs (Elastic.PS, DL2's
+// workers and parameter servers) are not this step's: a sizing mechanism
+// (allocator/sizer) decides both their counts, and under the engine they
+// run at their ScaleFactor.
 
 // elasticPrepare returns the snapshot placement should see — s itself when
 // no elastic job runs beyond its minimum, else a copy whose Running holds
@@ -33,7 +36,7 @@ func (e *Engine) elasticPrepare(s *Snapshot) (*Snapshot, map[string][]string) {
 	e.elSoft = nil
 	var el map[string]int
 	for _, j := range s.Jobs {
-		if j.Elastic != nil {
+		if j.Elastic != nil && !j.Elastic.TwoRole() {
 			if el == nil {
 				el = map[string]int{}
 			}
@@ -118,7 +121,7 @@ func (e *Engine) elasticGrow(s *Snapshot, order []string, assigns []Assignment, 
 	el := map[string]*Elastic{}
 	sfs := map[string]int{}
 	for _, j := range s.Jobs {
-		if j.Elastic != nil && j.Elastic.StepGPUs > 0 && j.Elastic.MaxGPUs > max(j.ScaleFactor, 1) {
+		if j.Elastic != nil && !j.Elastic.TwoRole() && j.Elastic.StepGPUs > 0 && j.Elastic.MaxGPUs > max(j.ScaleFactor, 1) {
 			el[j.ID] = j.Elastic
 			sfs[j.ID] = max(j.ScaleFactor, 1)
 		}

@@ -295,3 +295,36 @@ func checkElasticPlan(t *testing.T, s *Snapshot, p *Plan) {
 		}
 	}
 }
+
+// TestTwoRoleElasticNotGrown: a two-role elastic job (Elastic.PS, DL2's)
+// runs at its ScaleFactor under the engine, never grown by the elastic
+// step (a sizing mechanism decides it); a plan that keeps its GPUs and
+// changes its parameter servers is a resize.
+func TestTwoRoleElasticNotGrown(t *testing.T) {
+	j := elasticJob("d", 1, 4, 1)
+	j.Elastic.PS = &PSGroup{Min: 1, Max: 4, Cores: 2}
+	s := &Snapshot{GPUs: gpusOn(8, 4, "v100"), Jobs: []Job{j}}
+	e, _ := New(Config{Policy: "p_perf", Solve: isolatedSolve})
+	p, err := e.Round(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := assignmentOf(p, "d"); a == nil || len(a.GPUs) != 1 {
+		t.Fatalf("two-role job grown by the engine: %+v", a)
+	}
+	s.Running = []Assignment{{Jobs: []string{"d"}, Type: "v100", GPUs: []string{"v100-0"}, Servers: []string{"v100-s0"}, PS: 1, PSServers: []string{"v100-s0"}}}
+	q := &Plan{Assignments: []Assignment{{Jobs: []string{"d"}, Type: "v100", GPUs: []string{"v100-0"}, Servers: []string{"v100-s0"}, PS: 2, PSServers: []string{"v100-s0", "v100-s1"}}}}
+	Annotate(s, q, nil)
+	in := q.Intents[0]
+	if in.Intent != IntentResize || in.Reason.PSWas != 1 || in.Reason.PSNow != 2 {
+		t.Fatalf("PS 1 -> 2 on the same GPUs: %+v", in)
+	}
+	if got := in.Reason.String(); got != "elastic: 1 -> 1 GPUs, 1 -> 2 parameter servers on v100" {
+		t.Fatalf("reason %q", got)
+	}
+	q.Assignments[0].PS = 1
+	Annotate(s, q, nil)
+	if q.Intents[0].Intent != IntentKeep {
+		t.Fatalf("same GPUs and PS: %+v", q.Intents[0])
+	}
+}

@@ -21,7 +21,7 @@ const (
 	// IntentMigrate: the job moves from the GPUs it holds to others.
 	IntentMigrate Intent = "migrate"
 	// IntentResize: an elastic job keeps its first ScaleFactor GPUs and changes
-	// its number of workers.
+	// its number of workers (or, a two-role job, of parameter servers).
 	IntentResize Intent = "resize"
 	// IntentRetune: the job keeps its GPUs and restarts (from its
 	// checkpoint) with other CPU cores or memory (allocator/placement): a
@@ -70,6 +70,9 @@ type Reason struct {
 	From, To, GPU, With string
 	Was, Now            int
 	CoresWas, CoresNow  float64
+	// PSWas and PSNow: a two-role elastic job's parameter servers before
+	// and after a resize (Elastic.PS; both 0 otherwise).
+	PSWas, PSNow int
 }
 
 // ReasonKind is the kind of a Reason.
@@ -103,6 +106,9 @@ func (r Reason) String() string {
 	case LeaseRenewed:
 		return fmt.Sprintf("lease renewed on %s (priority %.4g)", r.To, r.Priority)
 	case Resized:
+		if r.PSWas != 0 || r.PSNow != 0 {
+			return fmt.Sprintf("elastic: %d -> %d GPUs, %d -> %d parameter servers on %s", r.Was, r.Now, r.PSWas, r.PSNow, r.To)
+		}
 		return fmt.Sprintf("elastic: %d -> %d GPUs on %s", r.Was, r.Now, r.To)
 	case Moves:
 		return fmt.Sprintf("moves from %s to %s (priority %.4g)", r.From, r.To, r.Priority)
@@ -143,7 +149,8 @@ func (i Intent) Stops() bool { return i == IntentSuspend || i == IntentPreempt |
 // A job keeps its placement when it stays on the same type and GPUs in
 // the same unit (alone, or with the same partner); moving between
 // exclusive and shared use is a migrate; an elastic job whose first ScaleFactor GPUs stay is only resized (what the
-// simulator has always counted as no preemption).
+// simulator has always counted as no preemption), as is a two-role elastic
+// job whose parameter servers changed in number (Assignment.PS).
 func Annotate(s *Snapshot, p *Plan, preempted []string) {
 	jobs := make(map[string]*Job, len(s.Jobs))
 	for i := range s.Jobs {
@@ -194,9 +201,10 @@ func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job) {
 			case old.Type == a.Type && slices.Equal(base(j, old), base(j, a)):
 				ji.Intent = IntentKeep
 				ji.Reason = Reason{Kind: LeaseRenewed, Priority: a.Priority, To: a.Type}
-				if len(old.GPUs) != len(a.GPUs) {
+				if len(old.GPUs) != len(a.GPUs) || old.PS != a.PS {
 					ji.Intent, ji.From = IntentResize, old.GPUs
-					ji.Reason = Reason{Kind: Resized, Was: len(old.GPUs), Now: len(a.GPUs), To: a.Type}
+					ji.Reason = Reason{Kind: Resized, Was: len(old.GPUs), Now: len(a.GPUs), To: a.Type,
+						PSWas: old.PS, PSNow: a.PS}
 				}
 			default:
 				ji.Intent, ji.From = IntentMigrate, old.GPUs

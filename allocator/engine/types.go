@@ -117,7 +117,29 @@ type Elastic struct {
 	StepGPUs int `json:"step_gpus"`
 	// MaxGPUs is the largest size (max workers × StepGPUs).
 	MaxGPUs int `json:"max_gpus"`
+	// PS, when set, makes the job a two-role elastic job (DL2's workers
+	// and parameter servers): a sizing mechanism (allocator/sizer) decides
+	// both counts each round; the engine's elastic step leaves it alone
+	// (it runs at its ScaleFactor under the engine).
+	PS *PSGroup `json:"ps,omitempty"`
+	// WorkerCores are one worker's CPU cores (0: one), read by the sizer.
+	WorkerCores float64 `json:"worker_cores,omitempty"`
+	// Batch is the job's total batch size, split over its workers (0:
+	// unknown), read by the sizer.
+	Batch int `json:"batch,omitempty"`
 }
+
+// PSGroup is a two-role elastic job's parameter servers: between Min and
+// Max of them, each a CPU task of Cores cores (0: one) on any server.
+type PSGroup struct {
+	Min   int     `json:"min"`
+	Max   int     `json:"max"`
+	Cores float64 `json:"cores,omitempty"`
+}
+
+// TwoRole reports whether the elastic range has parameter servers (a
+// sizing mechanism's job, not the engine's elastic step's).
+func (e *Elastic) TwoRole() bool { return e != nil && e.PS != nil }
 
 // Pair is a colocation of two active jobs of equal scale factor the
 // policy may plan: Throughput holds both jobs' steps/s when they share one
@@ -160,6 +182,10 @@ type Assignment struct {
 	Servers  []string `json:"servers"`
 	Action   Action   `json:"action,omitempty"`
 	Priority float64  `json:"priority"`
+	// PS is a two-role elastic job's parameter servers this round and
+	// PSServers the server of each (Elastic.PS; 0 and nil otherwise).
+	PS        int      `json:"ps,omitempty"`
+	PSServers []string `json:"ps_servers,omitempty"`
 	// Resources are the CPU cores and memory of each of Jobs (same order),
 	// when a placement stage gave them (allocator/placement); nil otherwise.
 	// A job on several servers holds them in proportion to its GPUs there.

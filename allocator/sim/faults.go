@@ -170,7 +170,14 @@ func (s *simulator) cut(m *micro, t float64) {
 	ids := make([]string, len(m.jobs))
 	for i, js := range m.jobs {
 		ids[i] = js.id
-		m.steps[i] = math.Min(math.Floor(m.tput[i]*ran), m.steps[i])
+		if m.dl2 {
+			// Epochs, not whole steps; a cut job does not finish.
+			if got := m.tput[i] * ran; got < m.steps[i] {
+				m.steps[i], m.dl2End = got, false
+			}
+		} else {
+			m.steps[i] = math.Min(math.Floor(m.tput[i]*ran), m.steps[i])
+		}
 		if js.remaining-m.steps[i] > 0 {
 			s.preemptions++
 		}
