@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand"
+	"math/rand/v2"
 	"os"
 	"slices"
 
@@ -43,7 +43,7 @@ type Model struct {
 func NewModel(window int, types []string, spare int, hidden []int, seed int64) *Model {
 	ts := append(append([]string(nil), types...), make([]string, spare)...)
 	l := Layout{Window: window, Types: len(ts)}
-	rng := rand.New(rand.NewSource(seed))
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x646c32))
 	sizes := append(append([]int{l.Inputs()}, hidden...), l.Actions())
 	vsizes := append(append([]int{l.Inputs()}, hidden...), 1)
 	return &Model{Schema: Schema, Version: Version, Window: window, Types: ts,

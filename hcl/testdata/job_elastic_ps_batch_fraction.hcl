@@ -1,0 +1,8 @@
+policy {
+  vc = "research"
+  elastic {
+    min        = 1
+    max        = 4
+    batch_size = 64.5
+  }
+}

@@ -1,0 +1,8 @@
+policy {
+  vc = "research"
+  ps {
+    group = "ps"
+    min   = 1
+    max   = 2
+  }
+}

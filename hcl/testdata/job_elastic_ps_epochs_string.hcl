@@ -1,0 +1,8 @@
+policy {
+  vc = "research"
+  elastic {
+    min    = 1
+    max    = 4
+    epochs = "thirty"
+  }
+}

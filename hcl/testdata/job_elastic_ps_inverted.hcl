@@ -1,0 +1,12 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+    max = 4
+    ps {
+      group = "ps"
+      min   = 4
+      max   = 2
+    }
+  }
+}

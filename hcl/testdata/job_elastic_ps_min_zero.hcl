@@ -1,0 +1,12 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+    max = 4
+    ps {
+      group = "ps"
+      min   = 0
+      max   = 2
+    }
+  }
+}

@@ -1,0 +1,10 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+    max = 4
+    ps {
+      group = "ps"
+    }
+  }
+}

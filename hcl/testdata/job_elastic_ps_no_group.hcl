@@ -1,0 +1,11 @@
+policy {
+  vc = "research"
+  elastic {
+    min = 1
+    max = 4
+    ps {
+      min = 1
+      max = 2
+    }
+  }
+}

@@ -1,0 +1,154 @@
+package dl2
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// TrainConfig is DL2's whole training: a supervised bootstrap from a
+// teacher's decisions on training traces, then online actor-critic
+// episodes on fresh traces, evaluated on held-out validation traces.
+// Training and validation traces are generated with disjoint seeds.
+type TrainConfig struct {
+	Env     Env    // servers, slot, models, noise
+	Teacher string // drf (DL2's default), fifo or srtf
+	Window  int    // J
+	Hidden  []int  // hidden layer widths
+	Spare   int    // spare one-hot slots for new job types
+	// Types are the job types the model knows from the start (nil: every
+	// model of Env.Models).
+	Types []string
+	// Gen generates the traces (its Seed is set per trace).
+	Gen GenOptions
+	// TrainSeed, ValSeed: trace i of training uses TrainSeed+i, validation
+	// trace i ValSeed+i.
+	TrainSeed, ValSeed int64
+	SLTraces           int // traces whose teacher decisions are the SL data
+	SL                 SLOptions
+	RL                 RLOptions // Episode and Eval are filled in
+	ValTraces          int
+	Seed               int64 // network initialisation
+	// Model, when set, is trained further (no new model, no SL unless
+	// SL.Passes > 0).
+	Model *Model
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// TrainReport is what training measured.
+type TrainReport struct {
+	Teacher       string       `json:"teacher"`
+	Samples       int          `json:"sl_samples"`
+	SLLoss        float64      `json:"sl_loss"`
+	TeacherAvgJCT float64      `json:"teacher_avg_jct_s"` // on the validation traces
+	SLAvgJCT      float64      `json:"sl_avg_jct_s"`      // after the bootstrap
+	FinalAvgJCT   float64      `json:"final_avg_jct_s"`   // after online RL
+	Curve         []CurvePoint `json:"curve"`
+}
+
+// Names of every model, sorted (the default type list).
+func (m Models) Names() []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Traces generates n traces with seeds seed, seed+1, ...
+func (c *TrainConfig) Traces(seed int64, n int) [][]TraceJob {
+	out := make([][]TraceJob, n)
+	for i := range out {
+		g := c.Gen
+		g.Seed = seed + int64(i)
+		out[i] = Generate(g, c.Env.Models)
+	}
+	return out
+}
+
+// Evaluate is the mean average JCT of sizer sz over the traces.
+func Evaluate(env *Env, traces [][]TraceJob, sz Sizer) (float64, error) {
+	var sum float64
+	for _, tr := range traces {
+		r, err := env.Run(tr, sz, nil)
+		if err != nil {
+			return 0, err
+		}
+		sum += r.AvgJCTS
+	}
+	return sum / float64(len(traces)), nil
+}
+
+// Train runs the whole pipeline.
+func Train(c TrainConfig) (*Model, *TrainReport, error) {
+	logf := c.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	teacher, err := Teacher(c.Teacher)
+	if err != nil {
+		return nil, nil, err
+	}
+	types := c.Types
+	if types == nil {
+		types = c.Env.Models.Names()
+	}
+	m := c.Model
+	if m == nil {
+		m = NewModel(c.Window, types, c.Spare, c.Hidden, c.Seed)
+	}
+	if err := func() error { m.Checksum = m.sum(); return m.Validate() }(); err != nil {
+		return nil, nil, err
+	}
+	val := c.Traces(c.ValSeed, c.ValTraces)
+	rep := &TrainReport{Teacher: teacher.Name()}
+	if rep.TeacherAvgJCT, err = Evaluate(&c.Env, val, teacher); err != nil {
+		return nil, nil, err
+	}
+	eval := func(m *Model) float64 {
+		p := NewPolicy(m, nil)
+		v, err := Evaluate(&c.Env, val, p)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	if c.SL.Passes > 0 && c.SLTraces > 0 {
+		demos, err := Demonstrations(&c.Env, c.Traces(c.TrainSeed, c.SLTraces), teacher, m)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep.Samples = len(demos)
+		logf("supervised: %d decisions of %s on %d traces, %d passes", len(demos), teacher.Name(), c.SLTraces, c.SL.Passes)
+		rep.SLLoss = Supervised(m, demos, c.SL)
+	}
+	m.Checksum = m.sum()
+	rep.SLAvgJCT = eval(m)
+	logf("after supervised: avg JCT %.0f s (teacher %.0f s)", rep.SLAvgJCT, rep.TeacherAvgJCT)
+	if c.RL.Steps > 0 {
+		o := c.RL
+		base := c.TrainSeed + int64(c.SLTraces)
+		o.Episode = func(i int) []TraceJob {
+			g := c.Gen
+			g.Seed = base + int64(i)
+			return Generate(g, c.Env.Models)
+		}
+		o.Eval = func(m *Model) float64 { m.Checksum = m.sum(); return eval(m) }
+		rep.Curve, err = Reinforce(&c.Env, m, o)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	m.Checksum = m.sum()
+	rep.FinalAvgJCT = eval(m)
+	if m.Trained == nil {
+		m.Trained = map[string]string{}
+	}
+	m.Trained["teacher"] = teacher.Name()
+	m.Trained["sl_traces"] = fmt.Sprint(c.SLTraces)
+	m.Trained["rl_steps"] = fmt.Sprint(c.RL.Steps)
+	m.Trained["types"] = fmt.Sprint(slices.DeleteFunc(slices.Clone(m.Types), func(s string) bool { return s == "" }))
+	return m, rep, nil
+}
