@@ -33,12 +33,12 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 type dl2Train struct {
 	base
 	out, curve, teacher, cluster, hidden, speeds, from string
-	perServer, cpus, window, spare                 int
-	slTraces, slPasses, rlSteps, valTraces, jobs   int
-	round, rate, noise, slLR, rlLR                 float64
-	seed                                           int64
-	noAC, noExplore, noReplay, quiet               bool
-	types                                          string
+	perServer, cpus, window, spare                     int
+	slTraces, slPasses, rlSteps, valTraces, jobs       int
+	round, rate, noise, slLR, rlLR                     float64
+	seed                                               int64
+	noAC, noExplore, noReplay, quiet                   bool
+	types                                              string
 }
 
 func newDL2Train() *dl2Train {

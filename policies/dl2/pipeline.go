@@ -3,7 +3,6 @@ package dl2
 import (
 	"fmt"
 	"slices"
-	"sort"
 )
 
 // TrainConfig is DL2's whole training: a supervised bootstrap from a
@@ -45,16 +44,6 @@ type TrainReport struct {
 	SLAvgJCT      float64      `json:"sl_avg_jct_s"`      // after the bootstrap
 	FinalAvgJCT   float64      `json:"final_avg_jct_s"`   // after online RL
 	Curve         []CurvePoint `json:"curve"`
-}
-
-// Names of every model, sorted (the default type list).
-func (m Models) Names() []string {
-	var out []string
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Traces generates n traces with seeds seed, seed+1, ...

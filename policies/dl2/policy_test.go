@@ -105,9 +105,12 @@ func TestBadModelDecidesAsDRF(t *testing.T) {
 	nan := good.Clone()
 	nan.Policy.B[len(nan.Policy.B)-1][0] = math.NaN()
 	nanValid := good.Clone() // NaN only at run time: huge weights overflow
-	for i := range nanValid.Policy.W[0] {
-		nanValid.Policy.W[0][i] = 1e300
+	for _, w := range nanValid.Policy.W {
+		for i := range w {
+			w[i] = 1e300
+		}
 	}
+	nanValid.Policy.Changed()
 	nanValid.Checksum = nanValid.sum()
 	r := rand.New(rand.NewSource(5))
 	for name, m := range map[string]*Model{"missing": nil, "nan": nan, "overflow": nanValid} {

@@ -85,8 +85,8 @@ type Slot struct {
 
 // NewSlot places every job's minimum in arrival order while it fits
 // (a job whose minimum does not fit whole gets nothing this slot).
-// Tasks go where most of their scarce resource is free (load balance,
-// as DL2's default placement).
+// PSs go where most CPUs are free (load balance, DL2's default placement);
+// workers best-fit on GPUs so that 2-GPU workers find whole servers.
 func NewSlot(servers []Server, jobs []Job, speed SpeedFunc) *Slot {
 	s := &Slot{Jobs: jobs, Alloc: make([]Alloc, len(jobs)), Free: append([]Server(nil), servers...), Speed: speed}
 	for _, v := range servers {
@@ -115,7 +115,8 @@ func NewSlot(servers []Server, jobs []Job, speed SpeedFunc) *Slot {
 func (s *Slot) Running(j int) bool { return s.Alloc[j].Workers > 0 || s.Alloc[j].PS > 0 }
 
 // fits returns the server a task of kind k (AddWorker or AddPS) of job j
-// would go to, or -1: the one with most free GPUs (workers) or CPUs (PS).
+// would go to, or -1: for a worker the fitting server with fewest free
+// GPUs, for a PS the one with most free CPUs.
 func (s *Slot) fits(j int, k Kind) int {
 	d := s.Jobs[j].Demand
 	best := -1
@@ -125,7 +126,10 @@ func (s *Slot) fits(j int, k Kind) int {
 			if f.GPUs < d.WorkerGPUs || f.CPUs < d.WorkerCPUs {
 				continue
 			}
-			if best < 0 || f.GPUs > s.Free[best].GPUs || (f.GPUs == s.Free[best].GPUs && f.CPUs > s.Free[best].CPUs) {
+			// Best fit on GPUs: 1-GPU workers fill partly used servers
+			// and leave whole ones to 2-GPU workers (load balancing
+			// them, as for PSs, strands 2-GPU workers).
+			if best < 0 || f.GPUs < s.Free[best].GPUs || (f.GPUs == s.Free[best].GPUs && f.CPUs > s.Free[best].CPUs) {
 				best = i
 			}
 		case AddPS:

@@ -46,7 +46,7 @@ func squashSlots(s int) float64 { return float64(s) / float64(s+20) }
 func squashRemaining(r float64) float64 {
 	return min(math.Log1p(max(r, 0))/math.Log1p(1000), 1)
 }
-func squashCount(n int) float64 { return min(float64(n)/8, 2) }
+func squashCount(n int) float64     { return min(float64(n)/8, 2) }
 func squashShare(d float64) float64 { return 4 * d }
 
 // Encode writes the state of window [off, off+J) of s into x (len Inputs);
