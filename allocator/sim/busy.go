@@ -64,6 +64,11 @@ func (s *simulator) roundS() float64 {
 // micro-task finishes at end: end itself, or with Options.RoundGrid the
 // full round.
 func (s *simulator) gridEnd(end float64) float64 {
+	if s.dl2 != nil {
+		// DL2's slots: a job finishing just past the slot's end (within
+		// dl2.Env's tolerance) does not move the grid.
+		return s.now + s.roundS()
+	}
 	if !s.o.RoundGrid {
 		return end
 	}

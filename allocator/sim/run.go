@@ -77,6 +77,8 @@ type simulator struct {
 	srvGPUs   map[string]int
 	prof      profiling
 	gpuServer map[string]string
+
+	dl2 *dl2State // Options.DL2 (dl2.go); nil without
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -97,6 +99,9 @@ func Run(src Source, o Options) (*Result, error) {
 		return nil, err
 	}
 	if err := s.initFaults(); err != nil {
+		return nil, err
+	}
+	if err := s.initDL2(); err != nil {
 		return nil, err
 	}
 	// The one driver loop, on the simulator's virtual clock; the ideal
@@ -181,6 +186,9 @@ func (s *simulator) fetch() error {
 		s.pending = nil
 		return nil
 	}
+	if err := s.checkDL2(&j); err != nil {
+		return err
+	}
 	s.pending = &j
 	return nil
 }
@@ -205,7 +213,9 @@ func (s *simulator) addJob(tj trace.Job) {
 		started: -1}
 	js.received = s.led.Job(js.id)
 	for _, t := range s.types {
-		if tj.StepsPerS != nil {
+		if twoRole(&tj) {
+			js.tput[t] = s.dl2Tput(&tj)
+		} else if tj.StepsPerS != nil {
 			if v := tj.StepsPerS[t]; v > 0 {
 				js.tput[t] = v
 			}
@@ -355,7 +365,16 @@ func (s *simulator) complete() {
 			}
 			price := s.o.Cluster.PricePerHourUS[m.typ]
 			js.cost += price * credited / 3600 * float64(max(js.tj.ScaleFactor, 1, len(m.gpus)))
-			js.remaining -= m.steps[i]
+			if m.dl2 {
+				// Epochs done, accumulated as dl2.Env does.
+				js.dl2Done += m.steps[i]
+				js.remaining = js.tj.TotalSteps - js.dl2Done
+				if m.dl2End {
+					js.remaining = 0
+				}
+			} else {
+				js.remaining -= m.steps[i]
+			}
 			s.measure(js, &m, i)
 			if it := m.iso[i]; it > 0 {
 				js.isoTime += m.steps[i] / it
@@ -479,7 +498,9 @@ func (s *simulator) snapshot() *engine.Snapshot {
 		if js.tj.SLOFactor > 0 {
 			j.DeadlineS = js.tj.ArrivalS + js.tj.SLOFactor*s.durationS(js)
 		}
-		if js.tj.ElasticMaxGPUs > max(js.tj.ScaleFactor, 1) {
+		if twoRole(&js.tj) {
+			j.Elastic = dl2Elastic(&js.tj)
+		} else if js.tj.ElasticMaxGPUs > max(js.tj.ScaleFactor, 1) {
 			j.Elastic = &engine.Elastic{StepGPUs: max(js.tj.ElasticStepGPUs, 1), MaxGPUs: js.tj.ElasticMaxGPUs}
 		}
 		snap.Jobs = append(snap.Jobs, j)
@@ -571,6 +592,17 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 		}
 		intents = intents[len(a.Jobs):]
 		m.finish, m.cost, m.tput = s.now, cost, tput
+		if len(jobs) == 1 && s.dl2 != nil && twoRole(&jobs[0].tj) {
+			js := jobs[0]
+			s.dl2Run(&m, js, a, round)
+			m.iso = append(m.iso, s.isoTput(js, n))
+			if !js.ran {
+				js.ran = true
+				js.started = s.now
+			}
+			s.running = append(s.running, m)
+			continue
+		}
 		for i, js := range jobs {
 			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
 			m.steps = append(m.steps, steps)

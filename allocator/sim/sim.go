@@ -174,6 +174,10 @@ type Options struct {
 	// Placement, when set, gives jobs cores and memory each round
 	// (placement.go); their profiles set how fast they run.
 	Placement *Placement
+	// DL2, when set, runs two-role elastic jobs (trace.Job.PSMax > 0) in
+	// DL2's time model (dl2.go); rounds are then on the grid (RoundGrid).
+	// A trace with such jobs needs it.
+	DL2 *DL2
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -199,6 +203,8 @@ type jobState struct {
 	// measured is what the job reported in the last round (MeasureNoise),
 	// for the next snapshot.
 	measured map[string]float64
+	// dl2Done is a two-role job's epochs trained (Options.DL2, dl2.go).
+	dl2Done float64
 }
 
 type micro struct {
@@ -212,6 +218,9 @@ type micro struct {
 	pairKey string
 	cost    float64    // seconds lost to start/preemption cost
 	tput    [2]float64 // per job, steps/s
+	// dl2: a two-role job's run in DL2's time model (dl2.go); dl2End: it
+	// finishes in it.
+	dl2, dl2End bool
 }
 
 // JobResult is one job's outcome.

@@ -35,6 +35,17 @@ type Job struct {
 	// free, up to this many (JSON-lines traces only).
 	ElasticMaxGPUs  int `json:"elastic_max_gpus,omitempty"`
 	ElasticStepGPUs int `json:"elastic_step_gpus,omitempty"`
+	// PSMin..PSMax > 0 make the job a two-role elastic job (DL2's: workers
+	// of ElasticStepGPUs GPUs and WorkerCores cores, ScaleFactor /
+	// ElasticStepGPUs to ElasticMaxGPUs / ElasticStepGPUs of them, and
+	// parameter servers of PSCores cores), sized by allocator/sizer;
+	// TotalSteps are then epochs and Batch its total batch size
+	// (sim.DL2Jobs makes them from a DL2 trace).
+	PSMin       int     `json:"ps_min,omitempty"`
+	PSMax       int     `json:"ps_max,omitempty"`
+	PSCores     float64 `json:"ps_cores,omitempty"`
+	WorkerCores float64 `json:"worker_cores,omitempty"`
+	Batch       int     `json:"batch,omitempty"`
 	// VC is the job's virtual cluster and Opportunistic its class (runs on
 	// what the VCs leave, preempted first) under `rondo simulate
 	// --vc-config` (JSON-lines traces only; otherwise drawn by the CLI).

@@ -182,9 +182,9 @@ func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, 
 	if err != nil {
 		return nil, err
 	}
-	if d == nil && len(s.cfg.VCs) > 0 && s.cfg.VCs[0].GandivaFair() {
-		// One gandiva_fair VC over the whole cluster.
-		m, err := fairMechanism(s.cfg.VCs[0], s.round.Seconds(), reset)
+	if d == nil && len(s.cfg.VCs) > 0 && ownMechanism(s.cfg.VCs[0]) {
+		// One gandiva_fair or dl2 VC over the whole cluster.
+		m, err := vcMechanism(s.cfg.VCs[0], s.round.Seconds(), reset, warn)
 		if err != nil {
 			return nil, err
 		}

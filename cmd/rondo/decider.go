@@ -31,7 +31,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	if cfg.QuotaOnly() {
 		var qs []round.QuotaVC
 		for i, v := range cfg.VCs {
-			m, err := fairMechanism(v, roundS, reset)
+			m, err := vcMechanism(v, roundS, reset, warn)
 			if err != nil {
 				return nil, err
 			}
@@ -63,7 +63,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 			p = rhcl.DefaultVCPolicy
 		}
 		pols = append(pols, p)
-		m, err := fairMechanism(v, roundS, reset)
+		m, err := vcMechanism(v, roundS, reset, warn)
 		if err != nil {
 			return nil, err
 		}

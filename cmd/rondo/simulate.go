@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -38,6 +39,7 @@ type simulateCmd struct {
 	multiGPU, multiPriority, jsonOut, compat, ideal                         bool
 	vc                                                                      vcFlags
 	place                                                                   placeFlags
+	dl2                                                                     dl2Flags
 }
 
 // placeFlags are the CPU and memory placement options (allocator/placement,
@@ -53,16 +55,16 @@ func newSimulate() *simulateCmd {
 	c := &simulateCmd{base: newBase("simulate", "Simulate a policy on a trace with the round-based mechanism",
 		"--policy NAME [options]")}
 	f := c.flags
-	f.StringVar(&c.cluster, "cluster", "v100=36,p100=36,k80=36", "GPUs per type")
+	f.StringVar(&c.cluster, "cluster", "v100=36,p100=36,k80=36", "GPUs per type (with --trace-format dl2 the default is v100=26 and --gpus-per-server 2: DL2's testbed of 13 servers)")
 	f.IntVar(&c.perServer, "gpus-per-server", 1, "GPUs per server")
-	f.StringVar(&c.policy, "policy", "", "policy name (see 'rondo policy list')")
+	f.StringVar(&c.policy, "policy", "", "policy name (see 'rondo policy list'; with --trace-format dl2 a sizing policy: dl2, drf, fifo, optimus, srtf or tetris)")
 	f.StringVar(&c.traceArg, "trace", "continuous", "continuous, static, or a trace FILE (Gavel .trace or JSON lines)")
 	f.Float64Var(&c.rate, "rate", 4.0, "arrival rate, jobs per hour (continuous traces)")
 	f.Int64Var(&c.seed, "seed", 0, "random seed")
 	f.BoolVar(&c.multiGPU, "multi-gpu", false, "generate multi-GPU jobs")
 	f.BoolVar(&c.multiPriority, "multi-priority", false, "generate high-priority jobs (20% at weight 5)")
 	f.IntVar(&c.jobs, "jobs", 0, "number of jobs (static traces; caps continuous ones)")
-	f.Float64Var(&c.round, "round", 360, "round length, seconds")
+	f.Float64Var(&c.round, "round", 360, "round length, seconds (with --trace-format dl2: the slot, default 1200)")
 	f.StringVar(&c.window, "window", "", "measured job ids START:END (default 4000:5000 for continuous traces, all jobs otherwise)")
 	f.StringVar(&c.tputFile, "throughputs", "", "throughput JSON file (default: the embedded Gavel measurements)")
 	f.StringVar(&c.outDir, "out", "", "directory for per-job results (jobs.csv)")
@@ -74,14 +76,15 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
 	c.vc.register(f)
+	c.dl2.register(f)
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
 	f.Float64Var(&c.hidePairs, "hide-pairs", 0, "hide this fraction of the table's measured pairs (per GPU type, seeded by --seed) from the packing policy, which sees their matrix-completion estimates instead (estimator.HidePairs); they still run at the table's throughputs")
-	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default) or synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles); with --trace continuous or static, synergy draws Synergy's synthetic workload instead of Gavel's (models by class, Gavel-like durations, one GPU a job or with --multi-gpu 1/2/4/8, seeded by --seed: 42 is the reference's)")
+	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default), synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles) or dl2 (DL2's id,model,arrival_s,epochs lines, models of DL2's Table 1; jobs sized each slot in workers and parameter servers by --policy dl2|drf|fifo|optimus|srtf|tetris); with --trace continuous or static, synergy draws Synergy's synthetic workload instead of Gavel's (models by class, Gavel-like durations, one GPU a job or with --multi-gpu 1/2/4/8, seeded by --seed: 42 is the reference's); with --trace continuous (or no --trace), dl2 generates DL2's workload (--jobs, default 200; --seed; --rate, default 6 jobs per hour)")
 	f.StringVar(&c.place.classSplit, "class-split", "", "with --trace-format synergy and --trace continuous|static: percent of image/language/speech jobs (default 20/70/10; the paper also uses 33/33/33 and 50/0/50)")
 	f.StringVar(&c.place.mode, "placement", "", "CPU and memory placement: proportional, tune, greedy or opt (servers get --cpus-per-server and --mem-per-server; jobs run at their profile's speed for what they get)")
-	f.Float64Var(&c.place.cpus, "cpus-per-server", 0, "CPU cores per server, with --placement (default 3 per GPU)")
+	f.Float64Var(&c.place.cpus, "cpus-per-server", 0, "CPU cores per server, with --placement (default 3 per GPU) or --trace-format dl2 (whole CPUs, default 16)")
 	f.Float64Var(&c.place.memGB, "mem-per-server", 0, "memory per server in GB, with --placement (default 62.5 per GPU)")
 	f.StringVar(&c.place.onGPU, "profiles-on-gpu", "", "with --placement: scaled (default: a profile, measured on V100s, is scaled to the job's speed on its GPU type: c cores there act as c / ratio on a V100) or same (the profile as measured on every type)")
 	f.BoolVar(&c.place.synergyCompat, "synergy-compat", false, "with --placement: credit only the two speeds Synergy's reference simulator credits (best case or proportional) and re-place every job every round at no cost, no leftover step")
@@ -118,6 +121,18 @@ func parsePrices(s string) (map[string]float64, error) {
 func (c *simulateCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
+	}
+	if c.place.traceFormat == "dl2" {
+		return c.runDL2()
+	}
+	var dl2Set error
+	c.flags.Visit(func(f *flag.Flag) {
+		if f.Name == "dl2-model" || f.Name == "speeds" || f.Name == "speed-noise" {
+			dl2Set = fmt.Errorf("--%s needs --trace-format dl2", f.Name)
+		}
+	})
+	if dl2Set != nil {
+		return c.fail(dl2Set)
 	}
 	if !(c.measureNoise >= 0) || math.IsInf(c.measureNoise, 0) {
 		return c.fail(fmt.Errorf("--measure-noise %v: want a finite SIGMA ≥ 0", c.measureNoise))
@@ -159,6 +174,9 @@ func (c *simulateCmd) Run(args []string) int {
 	}
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
+	}
+	if canon, _ := policies.Canonical(c.policy); canon == dl2Policy {
+		return c.fail(fmt.Errorf("--policy dl2 sizes DL2 jobs in workers and parameter servers: run it with --trace-format dl2 (or a dl2 VC of --vc-config)"))
 	}
 	if canon, _ := policies.Canonical(c.policy); canon == rhcl.GandivaFairPolicy {
 		// Gandiva-fair's own mechanism on the cluster's servers, every

@@ -83,7 +83,7 @@ func (c *simulateCmd) synergyTrace() (src sim.Source, ok bool, err error) {
 		return nil, false, nil
 	case "synergy":
 	default:
-		return nil, false, fmt.Errorf("--trace-format %q: want gavel or synergy", c.place.traceFormat)
+		return nil, false, fmt.Errorf("--trace-format %q: want gavel, synergy or dl2", c.place.traceFormat)
 	}
 	switch c.traceArg {
 	case "philly":

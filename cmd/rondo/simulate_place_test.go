@@ -17,7 +17,7 @@ func TestSimulatePlacementFlags(t *testing.T) {
 		{[]string{"--policy", "fifo", "--placement", "tuned"}, `--placement "tuned": want proportional, tune, greedy or opt`},
 		{[]string{"--policy", "fifo", "--placement", "tune", "--cpus-per-server", "0"}, "--cpus-per-server 0: want a positive number of cores"},
 		{[]string{"--policy", "fifo", "--placement", "tune", "--mem-per-server", "-5"}, "--mem-per-server -5: want a positive number of GB"},
-		{[]string{"--policy", "fifo", "--trace", tr, "--trace-format", "csv"}, `--trace-format "csv": want gavel or synergy`},
+		{[]string{"--policy", "fifo", "--trace", tr, "--trace-format", "csv"}, `--trace-format "csv": want gavel, synergy or dl2`},
 		{[]string{"--policy", "fifo", "--trace", "philly", "--trace-format", "synergy"}, "not --trace philly"},
 		{[]string{"--policy", "fifo", "--class-split", "20/70/10"}, "--class-split needs --trace-format synergy"},
 		{[]string{"--policy", "fifo", "--trace", tr, "--trace-format", "synergy", "--class-split", "20/70/10"}, "--class-split needs --trace continuous or static"},

@@ -507,7 +507,11 @@ func (a *vcAssigner) fits(vc string, j trace.Job) bool {
 
 func fitsCapacity(cap map[string]int, j trace.Job, tb *throughputs.Table) bool {
 	for t, n := range cap {
-		if v, ok := tb.Isolated(j.Key(), t); ok && v > 0 && n >= max(j.ScaleFactor, 1) {
+		v, ok := tb.Isolated(j.Key(), t)
+		if j.PSMax > 0 { // a two-role (DL2) job runs on any type: its model is DL2's
+			v, ok = 1, true
+		}
+		if ok && v > 0 && n >= max(j.ScaleFactor, 1) {
 			return true
 		}
 	}
@@ -614,10 +618,10 @@ func (c *simulateCmd) runVCSim() int {
 		if o.Nodes, err = cellNodes(cfg); err != nil {
 			return c.fail(err)
 		}
-	case len(cfg.VCs) > 0 && cfg.VCs[0].GandivaFair():
+	case len(cfg.VCs) > 0 && ownMechanism(cfg.VCs[0]):
 		// One gandiva_fair VC over the whole --cluster (its users and
-		// tickets from the config), as the agent runs it.
-		o.Engine.Policy = "gandiva_fair"
+		// tickets from the config), or one dl2 VC, as the agent runs it.
+		o.Engine.Policy = cfg.VCs[0].Policy
 		types, err := sim.ParseCluster(c.cluster)
 		if err != nil {
 			return c.fail(err)
@@ -625,7 +629,7 @@ func (c *simulateCmd) runVCSim() int {
 		o.Nodes = sim.ServerNodes(types, c.perServer)
 		capacity = map[string]map[string]int{cfg.VCs[0].Name: types}
 	default:
-		return c.fail(fmt.Errorf("%s: declares neither cells and VCs nor quota-only VCs (gpus = {...}) nor a gandiva_fair VC", c.vc.config))
+		return c.fail(fmt.Errorf("%s: declares neither cells and VCs nor quota-only VCs (gpus = {...}) nor a gandiva_fair or dl2 VC", c.vc.config))
 	}
 	warn := func(msg string, args ...any) {
 		fmt.Fprintf(c.stderr, "rondo simulate: warning: %s%s\n", msg, kvString(args))
@@ -634,8 +638,15 @@ func (c *simulateCmd) runVCSim() int {
 	if o.Decider, err = vcDecider(cfg, c.round, false, warn); err != nil {
 		return c.fail(err)
 	}
-	if o.Decider == nil { // the one gandiva_fair VC
-		m, err := fairMechanism(cfg.VCs[0], c.round, false)
+	for _, v := range cfg.VCs {
+		if isDL2(v) {
+			// Two-role jobs of the trace (JSON lines with ps_min, ps_max)
+			// train in DL2's time model, without speed noise.
+			o.DL2 = &sim.DL2{Seed: c.seed}
+		}
+	}
+	if o.Decider == nil { // the one gandiva_fair or dl2 VC
+		m, err := vcMechanism(cfg.VCs[0], c.round, false, warn)
 		if err != nil {
 			return c.fail(err)
 		}

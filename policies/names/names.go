@@ -14,6 +14,7 @@ import (
 // canonical lists every policy a solver is defined for, sorted.
 var canonical = []string{
 	"allox",
+	"dl2",
 	"fifo",
 	"fifo_packed",
 	"fifo_perf",

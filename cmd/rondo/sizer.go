@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rondo-sched/rondo/allocator/round"
+	"github.com/rondo-sched/rondo/allocator/sizer"
+	rhcl "github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/policies/dl2"
+	"github.com/rondo-sched/rondo/policies/names"
+)
+
+// dl2Policy is the learned sizer's policy name; the baselines are
+// dl2.Baselines()'s names.
+const dl2Policy = "dl2"
+
+// sizerNames are the policies that size two-role elastic jobs, sorted.
+func sizerNames() []string {
+	out := []string{dl2Policy}
+	for n := range dl2.Baselines() {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dl2Sizer is the sizer a policy names: "dl2", the learned one, with the
+// model of modelFile (""; no model: DRF in its place, logged once by the
+// sizer through logf), or a baseline (drf, fifo, optimus, srtf, tetris).
+// An unknown name is an error listing the valid ones.
+func dl2Sizer(policy, modelFile string, logf func(string, ...any)) (dl2.Sizer, error) {
+	if policy == dl2Policy {
+		var m *dl2.Model
+		if modelFile != "" {
+			var err error
+			if m, err = dl2.LoadModel(modelFile); err != nil {
+				return nil, err
+			}
+		}
+		return dl2.NewPolicy(m, logf), nil
+	}
+	if sz, ok := dl2.Baselines()[policy]; ok {
+		return sz, nil
+	}
+	return nil, fmt.Errorf("unknown sizing policy %q (known: %s)", policy, strings.Join(sizerNames(), ", "))
+}
+
+// sizerMechanism is the round mechanism of a sizing policy
+// (allocator/sizer) over the whole cluster, as `rondo simulate
+// --trace-format dl2` and the agent (a "dl2" VC) run it: servers' CPUs
+// from their nodes' cores, else cpus; the sizers' speed model is models'.
+func sizerMechanism(sz dl2.Sizer, models dl2.Models, cpus int) (*round.Single, error) {
+	m, err := sizer.New(sizer.Options{Sizer: sz, Speed: models.Speed(), CPUsPerServer: cpus})
+	if err != nil {
+		return nil, err
+	}
+	return &round.Single{Mechanism: m}, nil
+}
+
+// isDL2 reports whether a VC runs DL2's sizing (policy "dl2").
+func isDL2(v rhcl.VC) bool {
+	c, err := names.Canonical(v.Policy)
+	return err == nil && c == dl2Policy
+}
+
+// ownMechanism reports whether a VC runs a mechanism of its own instead
+// of Gavel's engine: gandiva_fair (allocator/fair) or dl2 (allocator/sizer).
+func ownMechanism(v rhcl.VC) bool { return v.GandivaFair() || isDL2(v) }
+
+// vcMechanism is a VC's mechanism when it is not the engine: a
+// gandiva_fair VC's (fairMechanism) or a dl2 VC's (allocator/sizer with
+// the learned sizer; policies/dl2 ships no model, so it decides with DRF,
+// which the sizer warns about once, at its first round); nil for any other
+// VC. Servers' CPUs are their nodes' cores (else sizer.DefaultCPUsPerServer)
+// and the sizers' speed model DL2's Table 1.
+func vcMechanism(v rhcl.VC, roundS float64, reset bool, warn func(msg string, args ...any)) (round.Mechanism, error) {
+	if !isDL2(v) {
+		return fairMechanism(v, roundS, reset)
+	}
+	logf := func(format string, args ...any) { warn(fmt.Sprintf(format, args...), "vc", v.Name) }
+	sz, err := dl2Sizer(dl2Policy, "", logf)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sizer.New(sizer.Options{Sizer: sz, Speed: dl2.Table1().Speed()})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
