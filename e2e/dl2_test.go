@@ -284,6 +284,11 @@ vc "research" {
 			t.Errorf("agent log has no %q line", want)
 		}
 	}
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "job=dl2") && (strings.Contains(l, "admit:") || strings.Contains(l, "grow:") || strings.Contains(l, "shrink:")) {
+			t.Log(l[strings.Index(l, "]")+1:])
+		}
+	}
 	if !strings.Contains(s.get(a, "/metrics"), `rondo_decisions{kind="shrink"}`) {
 		t.Errorf("/metrics counts no shrink decision")
 	}

@@ -680,6 +680,9 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 		if err == nil && st.psGroup != "" {
 			var keep bool
 			psWas = groupCount(st.job, st.psGroup)
+			if a.Action == engine.Start {
+				psWas = st.psLive // the count of a job not running is not in force
+			}
 			ps, servers, keep = b.psTarget(st, a)
 			if keep {
 				servers = strings.Split(nodePin(groupOf(job, st.psGroup)), ",")
