@@ -167,6 +167,12 @@ type JobStatus struct {
 	Workers    int `json:"workers,omitempty"`
 	MinWorkers int `json:"min_workers,omitempty"`
 	MaxWorkers int `json:"max_workers,omitempty"`
+	// Two-role elastic jobs (DL2): parameter servers in the plan (0 when
+	// not running, or when the decider left them to the backend) and the
+	// declared range.
+	PS    int `json:"ps,omitempty"`
+	MinPS int `json:"min_ps,omitempty"`
+	MaxPS int `json:"max_ps,omitempty"`
 	// With is the job it shares its GPUs with (space sharing: each runs
 	// on an MPS share of them); Throughput is then its pair throughput.
 	With string `json:"with,omitempty"`
@@ -656,12 +662,16 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		if j.Elastic != nil {
 			step = max(j.Elastic.StepGPUs, 1)
 			js.MinWorkers, js.MaxWorkers = max(j.ScaleFactor, 1)/step, j.Elastic.MaxGPUs/step
+			if ps := j.Elastic.PS; ps != nil {
+				js.MinPS, js.MaxPS = ps.Min, ps.Max
+			}
 		}
 		if as, ok := on[j.ID]; ok {
 			a.rounds[j.ID]++
 			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
 			if step > 0 {
 				js.Workers = len(as.GPUs) / step
+				js.PS = as.PS
 			}
 			tp := j.Throughput[as.Type]
 			if len(as.Jobs) == 2 {

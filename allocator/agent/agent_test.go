@@ -399,3 +399,53 @@ func TestLeaseChildJobs(t *testing.T) {
 		t.Errorf("child without an AllocOwner backend: %v", err)
 	}
 }
+
+// roleBackend tells the roles of job "a"'s allocations (agent.RoleTeller).
+type roleBackend struct {
+	fakeBackend
+	err error
+}
+
+func (r *roleBackend) Roles(_ context.Context, ns, job, alloc string) (*lease.Roles, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if job != "a" {
+		return nil, nil
+	}
+	return &lease.Roles{Role: lease.RoleWorker, Workers: 3, PS: 1, Batch: lease.BatchShare(256, 3, 2), TotalBatch: 256}, nil
+}
+
+// TestLeaseTwoRole: a two-role job's task gets its role, the counts and its
+// batch from the backend in its lease; other jobs none; when the backend
+// cannot tell, the lease goes without them. Epochs reported are kept.
+func TestLeaseTwoRole(t *testing.T) {
+	ctx := context.Background()
+	b := &roleBackend{}
+	a := newTestAgent(t, b, nil, nil)
+	a.Step()
+	g, err := a.Lease(ctx, lease.Caller{Namespace: "default", Job: "a", IdentityJob: "a", Alloc: "x"})
+	if err != nil || g.Roles == nil || *g.Roles != (lease.Roles{Role: "worker", Workers: 3, PS: 1, Batch: 85, TotalBatch: 256}) {
+		t.Fatalf("two-role lease %+v %v", g.Roles, err)
+	}
+	if g, err := a.Lease(ctx, lease.Caller{Namespace: "default", Job: "b", IdentityJob: "b", Alloc: "y"}); err != nil || g.Roles != nil {
+		t.Fatalf("one-role lease %+v %v", g.Roles, err)
+	}
+	b.err = errors.New("nomad down")
+	if g, err := a.Lease(ctx, lease.Caller{Namespace: "default", Job: "a", IdentityJob: "a", Alloc: "x"}); err != nil || g.Roles != nil {
+		t.Fatalf("lease while the backend cannot tell: %+v %v", g.Roles, err)
+	}
+	if _, ok := a.ReportedEpochs("a"); ok {
+		t.Fatal("epochs before any report")
+	}
+	if err := a.Report(ctx, lease.Caller{Job: "a", IdentityJob: "a"}, lease.Progress{GPUType: "v100", StepsDone: 40, ThroughputStepsPerS: 1,
+		EpochsDone: 1.5, HasEpochs: true}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := a.ReportedEpochs("a"); !ok || e != 1.5 {
+		t.Errorf("epochs %v %v", e, ok)
+	}
+	if s, _ := a.Reported("a"); s != 40 {
+		t.Errorf("steps %v", s)
+	}
+}

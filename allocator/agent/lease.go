@@ -46,7 +46,25 @@ func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) 
 	if dir != nil {
 		g.CheckpointDir = dir(c.Job)
 	}
+	if rt, ok := a.cfg.Backend.(RoleTeller); ok {
+		r, err := rt.Roles(ctx, c.Namespace, c.Job, c.Alloc)
+		if err != nil {
+			// The answer goes without the fields: the task keeps the
+			// values it last read (lease/README.md).
+			a.cfg.Logger.Warn("lease: cannot tell the task's role", "job", c.Job, "alloc", c.Alloc, "error", err)
+		}
+		g.Roles = r
+	}
 	return g, nil
+}
+
+// RoleTeller is implemented by backends that run two-role elastic jobs
+// (DL2's workers and parameter servers): the lease answer of such a job's
+// task carries its role, the counts in force and its share of the batch.
+type RoleTeller interface {
+	// Roles returns what the task of allocation alloc of job learns
+	// (nil, nil: not a two-role job's worker or PS task).
+	Roles(ctx context.Context, namespace, job, alloc string) (*lease.Roles, error)
 }
 
 // Report records a progress report: the throughput measurement per GPU
@@ -101,6 +119,12 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 		r.add(p.ThroughputStepsPerS)
 	}
 	a.st.Progress[c.Job] = float64(p.StepsDone)
+	if p.HasEpochs {
+		if a.st.Epochs == nil {
+			a.st.Epochs = map[string]float64{}
+		}
+		a.st.Epochs[c.Job] = p.EpochsDone
+	}
 	return nil
 }
 
@@ -159,6 +183,16 @@ func (a *Agent) Reported(job string) (float64, bool) {
 	a.smu.Lock()
 	defer a.smu.Unlock()
 	v, ok := a.st.Progress[job]
+	return v, ok
+}
+
+// ReportedEpochs returns the epochs a job last reported through the lease
+// API (epochs_done, kept across restarts in the state); ok is false when
+// no report of it said.
+func (a *Agent) ReportedEpochs(job string) (float64, bool) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	v, ok := a.st.Epochs[job]
 	return v, ok
 }
 

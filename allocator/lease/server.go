@@ -44,6 +44,46 @@ type Grant struct {
 	ExpiresAt     time.Time
 	Round         int64
 	CheckpointDir string
+	// Roles is set for a task of a two-role elastic job (DL2's workers and
+	// parameter servers): the counts in force and this task's share of the
+	// batch. nil for any other job.
+	Roles *Roles
+}
+
+// Roles is what a task of a two-role elastic job learns from its lease:
+// a live-rescaled job reads its size here, never from its env (changing
+// the env would restart it).
+type Roles struct {
+	// Role is RoleWorker or RolePS.
+	Role string
+	// Workers and PS are the worker and parameter-server counts in force.
+	Workers, PS int
+	// Batch is this worker's share of TotalBatch (BatchShare by its
+	// allocation index); 0 for a parameter server, for a worker whose
+	// index is not below Workers (a shrink is removing it) and when the
+	// job declares no batch size (TotalBatch 0).
+	Batch, TotalBatch int
+}
+
+// The roles of a two-role elastic job's tasks (Roles.Role).
+const (
+	RoleWorker = "worker"
+	RolePS     = "ps"
+)
+
+// BatchShare is worker index's share of a total batch split as evenly as
+// possible over workers: total/workers each, the first total%workers
+// workers one more (256 over 3: 86, 85, 85). 0 when index is out of
+// [0, workers) or total is not positive.
+func BatchShare(total, workers, index int) int {
+	if total <= 0 || workers <= 0 || index < 0 || index >= workers {
+		return 0
+	}
+	b := total / workers
+	if index < total%workers {
+		b++
+	}
+	return b
 }
 
 // Progress is one progress report.
@@ -54,7 +94,12 @@ type Progress struct {
 	Partner             string
 	StepsDone           int64
 	ThroughputStepsPerS float64
-	At                  time.Time // when the allocator received it
+	// EpochsDone is the epochs done since the job's first start (a
+	// two-role elastic job's progress, rondo.epochs); HasEpochs false
+	// when the report does not say.
+	EpochsDone float64
+	HasEpochs  bool
+	At         time.Time // when the allocator received it
 }
 
 // LeaseDecider answers lease requests. For a child job (Caller.Job !=
@@ -90,6 +135,7 @@ type ProgressRequest struct {
 	ThroughputStepsPerS *float64 `json:"throughput_steps_per_s"`
 	GPUType             string   `json:"gpu_type"`
 	Partner             string   `json:"partner,omitempty"`
+	EpochsDone          *float64 `json:"epochs_done,omitempty"`
 }
 
 // LeaseRequest is the body of POST /v1/lease.
@@ -105,7 +151,18 @@ type LeaseResponse struct {
 	LeaseExpiresAt time.Time `json:"lease_expires_at"`
 	Round          int64     `json:"round"`
 	CheckpointDir  string    `json:"checkpoint_dir,omitempty"`
+	// Two-role elastic jobs only (Roles; absent otherwise, and a count
+	// or batch of 0 is absent).
+	Role       string `json:"role,omitempty"`
+	Workers    int    `json:"workers,omitempty"`
+	PS         int    `json:"ps,omitempty"`
+	Batch      int    `json:"batch,omitempty"`
+	TotalBatch int    `json:"total_batch,omitempty"`
 }
+
+// TwoRole reports whether the answer is for a task of a two-role elastic
+// job (it then carries role, workers, ps and the batch).
+func (l LeaseResponse) TwoRole() bool { return l.Role != "" }
 
 // ErrorResponse is the body of every 4xx/5xx answer.
 type ErrorResponse struct {
@@ -292,12 +349,17 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 		err = badField("gpu_type", "longer than 128 bytes")
 	case len(req.Partner) > 256:
 		err = badField("partner", "longer than 256 bytes")
+	case req.EpochsDone != nil && (*req.EpochsDone < 0 || math.IsInf(*req.EpochsDone, 0) || math.IsNaN(*req.EpochsDone)):
+		err = badField("epochs_done", "must be a finite number >= 0")
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	p := Progress{GPUType: req.GPUType, Partner: req.Partner, StepsDone: *req.StepsDone, ThroughputStepsPerS: *req.ThroughputStepsPerS, At: s.now()}
+	if req.EpochsDone != nil {
+		p.EpochsDone, p.HasEpochs = *req.EpochsDone, true
+	}
 	if err := s.Sink.Report(r.Context(), c, p); err != nil {
 		s.fail(w, r, err)
 		return
@@ -326,5 +388,9 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, LeaseResponse{Continue: g.Continue, LeaseExpiresAt: g.ExpiresAt.UTC(), Round: g.Round, CheckpointDir: g.CheckpointDir})
+	out := LeaseResponse{Continue: g.Continue, LeaseExpiresAt: g.ExpiresAt.UTC(), Round: g.Round, CheckpointDir: g.CheckpointDir}
+	if r := g.Roles; r != nil {
+		out.Role, out.Workers, out.PS, out.Batch, out.TotalBatch = r.Role, r.Workers, r.PS, r.Batch, r.TotalBatch
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -100,6 +100,7 @@ type recorder struct {
 	reports []Progress
 	callers []Caller
 	err     error
+	roles   *Roles
 }
 
 func (r *recorder) Lease(ctx context.Context, c Caller) (Grant, error) {
@@ -109,7 +110,8 @@ func (r *recorder) Lease(ctx context.Context, c Caller) (Grant, error) {
 		return Grant{}, r.err
 	}
 	r.leases = append(r.leases, c)
-	return Grant{Continue: true, ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Round: 9, CheckpointDir: "/ckpt/" + c.Job}, nil
+	return Grant{Continue: true, ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Round: 9, CheckpointDir: "/ckpt/" + c.Job,
+		Roles: r.roles}, nil
 }
 
 func (r *recorder) Report(ctx context.Context, c Caller, p Progress) error {
@@ -214,6 +216,68 @@ func TestLeaseAndProgressValid(t *testing.T) {
 		t.Fatalf("health: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// A two-role job's task learns its role, the counts in force and its
+// batch; other jobs' answers carry none of the fields. A report may carry
+// epochs_done.
+func TestLeaseTwoRole(t *testing.T) {
+	f := newFixture(t, "rondo-lease")
+	tok := f.rs.token(t, claims("train", "alloc-1"))
+	code, m := f.post(t, "/v1/lease", tok, `{"job":"train"}`)
+	for _, k := range []string{"role", "workers", "ps", "batch", "total_batch"} {
+		if _, ok := m[k]; ok || code != 200 {
+			t.Fatalf("one-role answer has %q: %d %v", k, code, m)
+		}
+	}
+	f.rec.roles = &Roles{Role: RoleWorker, Workers: 3, PS: 2, Batch: 86, TotalBatch: 256}
+	code, m = f.post(t, "/v1/lease", tok, `{"job":"train"}`)
+	if code != 200 || m["role"] != "worker" || m["workers"] != float64(3) || m["ps"] != float64(2) || m["batch"] != float64(86) ||
+		m["total_batch"] != float64(256) || m["continue"] != true {
+		t.Fatalf("two-role answer: %d %v", code, m)
+	}
+	f.rec.roles = &Roles{Role: RolePS, Workers: 3, PS: 2, TotalBatch: 256}
+	if code, m = f.post(t, "/v1/lease", tok, `{"job":"train"}`); m["role"] != "ps" || m["batch"] != nil {
+		t.Fatalf("ps answer: %d %v", code, m)
+	}
+	if code, m := f.post(t, "/v1/progress", tok, `{"job":"train","steps_done":10,"throughput_steps_per_s":1,"gpu_type":"v100","epochs_done":1.25}`); code != 204 {
+		t.Fatalf("progress with epochs: %d %v", code, m)
+	}
+	if p := f.rec.reports[len(f.rec.reports)-1]; !p.HasEpochs || p.EpochsDone != 1.25 || p.StepsDone != 10 {
+		t.Fatalf("report %+v", p)
+	}
+	if f.post(t, "/v1/progress", tok, `{"job":"train","steps_done":10,"throughput_steps_per_s":1,"gpu_type":"v100"}`); f.rec.reports[len(f.rec.reports)-1].HasEpochs {
+		t.Fatal("a report without epochs_done has epochs")
+	}
+}
+
+func TestBatchShare(t *testing.T) {
+	for _, tc := range []struct {
+		total, workers int
+		want           []int
+	}{
+		{256, 3, []int{86, 85, 85}},
+		{256, 2, []int{128, 128}},
+		{10, 4, []int{3, 3, 2, 2}},
+		{3, 3, []int{1, 1, 1}},
+		{256, 1, []int{256}},
+	} {
+		sum := 0
+		for i, w := range tc.want {
+			if got := BatchShare(tc.total, tc.workers, i); got != w {
+				t.Errorf("BatchShare(%d, %d, %d) = %d, want %d", tc.total, tc.workers, i, got, w)
+			}
+			sum += BatchShare(tc.total, tc.workers, i)
+		}
+		if sum != tc.total {
+			t.Errorf("%d over %d sums to %d", tc.total, tc.workers, sum)
+		}
+	}
+	for _, tc := range [][3]int{{256, 3, 3}, {256, 3, -1}, {0, 3, 0}, {256, 0, 0}} {
+		if got := BatchShare(tc[0], tc[1], tc[2]); got != 0 {
+			t.Errorf("BatchShare%v = %d, want 0", tc, got)
+		}
+	}
 }
 
 func TestAuthFailures(t *testing.T) {
@@ -349,6 +413,8 @@ func TestBadRequests(t *testing.T) {
 		{"missing throughput", "/v1/progress", `{"job":"train","steps_done":1,"gpu_type":"a100"}`, 400, "throughput_steps_per_s"},
 		{"negative throughput", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":-2,"gpu_type":"a100"}`, 400, "throughput_steps_per_s"},
 		{"partner too long", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","partner":"` + strings.Repeat("p", 257) + `"}`, 400, "partner"},
+		{"negative epochs", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","epochs_done":-0.5}`, 400, "epochs_done"},
+		{"epochs wrong type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","epochs_done":"3"}`, 400, "epochs_done"},
 		{"missing gpu type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1}`, 400, "gpu_type"},
 		{"too large", "/v1/progress", `{"job":"train","gpu_type":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, 413, ""},
 	} {

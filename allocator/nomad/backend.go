@@ -57,7 +57,11 @@ type Config struct {
 	TypeNames map[string]string
 	// Progress defaults to CheckpointProgress.
 	Progress ProgressFunc
-	Logger   hclog.Logger
+	// Epochs is a two-role job's progress in epochs (the lease API's
+	// epochs_done), for the jobs that declare rondo.epochs; it defaults to
+	// CheckpointEpochs.
+	Epochs ProgressFunc
+	Logger hclog.Logger
 	// AckTimeout bounds the wait for allocations to reflect a plan (60s).
 	AckTimeout time.Duration
 	// Now defaults to time.Now.
@@ -121,6 +125,12 @@ type jobState struct {
 	// res is the placement grant its running allocations were started
 	// with (meta rondo.cores, rondo.mem_gb; resources.go), nil for none.
 	res *engine.Resources
+	// A two-role job (tworole.go): its parameter-server group ("" for any
+	// other job), that group's live allocations, and the nodes of those
+	// (in allocation-index order) while the job is admitted.
+	psGroup   string
+	psLive    int
+	psServers []string
 }
 
 // Backend implements loop.Backend on a Nomad cluster. Its bookkeeping
@@ -154,6 +164,12 @@ type Backend struct {
 	// unit key.
 	shares   map[string][]string
 	pairKeys map[string][2]string
+	// rmu guards what the lease API reads of two-role jobs (tworole.go),
+	// apart from mu, which Enforce holds through its waits: roles by job,
+	// allocation slots by namespace and id.
+	rmu   sync.Mutex
+	roles map[string]roleInfo
+	slots map[string]allocSlot
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -170,6 +186,9 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = CheckpointProgress
 	}
+	if cfg.Epochs == nil {
+		cfg.Epochs = CheckpointEpochs
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -181,7 +200,7 @@ func New(cfg Config) (*Backend, error) {
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
-		shares: map[string][]string{}, pairKeys: map[string][2]string{}}, nil
+		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -402,6 +421,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	specs := b.readJobs(ids)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
 	seen := map[string]bool{}
+	roles := map[string]roleInfo{}
 	var shared []string // jobs on MPS shares, in snapshot order
 	for _, s := range stubs {
 		if !schedulable(s) {
@@ -413,6 +433,11 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		}
 		seen[s.ID] = true
 		snap.Jobs = append(snap.Jobs, st.engineJob(s.ID))
+		if st.psGroup != "" {
+			// The counts in force, as the lease API tells the tasks.
+			roles[s.ID] = roleInfo{workerGroup: st.group, psGroup: st.psGroup, workers: groupCount(st.job, st.group),
+				ps: groupCount(st.job, st.psGroup), batch: st.policy.BatchSize}
+		}
 		if st.shared {
 			shared = append(shared, s.ID)
 		} else if len(st.gpus) > 0 {
@@ -421,9 +446,13 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 			if st.res != nil {
 				a.Resources = []engine.Resources{*st.res}
 			}
+			if st.elastic.TwoRole() {
+				a.PS, a.PSServers = st.psLive, slices.Clone(st.psServers)
+			}
 			snap.Running = append(snap.Running, a)
 		}
 	}
+	b.observeRoles(roles)
 	for id := range b.jobs {
 		if !seen[id] {
 			delete(b.jobs, id)
@@ -494,6 +523,7 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	tg, dev := gpuGroup(job)
 	sf := scaleFactor(job)
 	var el *engine.Elastic
+	var psg *api.TaskGroup // a two-role job's parameter servers
 	if tg != nil && pol.Elastic() && b.cfg.NoElastic {
 		// Fixed at the minimum: the scale factor is written to meta at
 		// the first start and read from there afterwards.
@@ -507,6 +537,20 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		step := int(max(deref(dev.Count), 1))
 		sf = pol.ElasticMin * step
 		el = &engine.Elastic{StepGPUs: step, MaxGPUs: pol.ElasticMax * step}
+	}
+	if tg != nil && pol.TwoRole() {
+		// Workers and parameter servers (DL2): the worker group is the GPU
+		// group, the parameter servers the group rondo.ps_group names.
+		// Under NoElastic the job runs at its minimum like any elastic
+		// job, its parameter servers at theirs.
+		var err error
+		if psg, err = b.twoRole(job, tg, pol, el); err != nil {
+			if !b.warned[id] {
+				b.warned[id] = true
+				b.log.Warn("job ignored: bad two-role job", "job", id, "error", err)
+			}
+			return nil, false
+		}
 	}
 	if tg == nil || sf == 0 {
 		if !b.warned[id] {
@@ -523,11 +567,21 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	var gpus, servers []string
 	var held []heldAlloc
 	finished, shared := false, false
-	liveN := 0
-	if el != nil {
+	liveN, psLive := 0, 0
+	var psServers []string
+	if el != nil || psg != nil {
 		allocs = byAllocIndex(allocs)
 	}
 	for _, a := range allocs {
+		if psg != nil && a.TaskGroup == deref(psg.Name) {
+			if live(a) {
+				psLive++
+				if admitted {
+					psServers = append(psServers, a.NodeID)
+				}
+			}
+			continue
+		}
 		if a.TaskGroup != deref(tg.Name) {
 			continue
 		}
@@ -565,7 +619,13 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	if total == 0 {
 		total = UnknownSteps
 	}
-	done, _ := b.cfg.Progress(job)
+	var done float64
+	if t, d, ok := b.twoRoleProgress(job, pol); ok && psg != nil {
+		// A two-role job's progress is in epochs (rondo.epochs).
+		total, done = t, d
+	} else {
+		done, _ = b.cfg.Progress(job)
+	}
 	st := b.jobs[id]
 	if st == nil {
 		st = &jobState{arrivalS: now, lastS: now, received: b.led.Job(id)}
@@ -617,7 +677,11 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	for _, h := range held {
 		st.allocs = append(st.allocs, h.id)
 	}
-	st.inPool, st.live = inPool, liveN
+	st.inPool, st.live = inPool, liveN+psLive
+	st.psGroup, st.psLive, st.psServers = "", psLive, psServers
+	if psg != nil {
+		st.psGroup = deref(psg.Name)
+	}
 	st.res = nil
 	if el == nil && len(gpus) > 0 {
 		st.res = grantOf(job)
@@ -702,8 +766,12 @@ func (st *jobState) engineJob(id string) engine.Job {
 	if st.policy.SLO > 0 {
 		j.DeadlineS = st.arrivalS + st.policy.SLO.Seconds()
 	}
-	if st.elastic != nil && st.elastic.MaxGPUs > st.sf {
+	if st.elastic != nil && (st.elastic.MaxGPUs > st.sf || st.elastic.TwoRole()) {
 		e := *st.elastic
+		if e.PS != nil {
+			ps := *e.PS
+			e.PS = &ps
+		}
 		j.Elastic = &e
 	}
 	return j

@@ -151,6 +151,21 @@ func (b *Backend) Intents(p *engine.Plan) []state.Intent {
 			out = append(out, in)
 		}
 	}
+	for _, a := range p.Assignments {
+		// A two-role job resized by a stop and a restart (checkpoint
+		// scaling): settled like a start.
+		if _, ok := b.twoRoleResize(a); !ok || !b.jobs[a.Jobs[0]].checkpointScaling() {
+			continue
+		}
+		id := a.Jobs[0]
+		st := b.jobs[id]
+		in := state.Intent{Namespace: deref(st.job.Namespace), Job: id, Action: intentOr(intents, id, engine.IntentResize), GPUType: a.Type,
+			GPUs: a.GPUs, Node: b.nodeNames(a.Servers), Priority: GuaranteedPriority, JobModifyIndex: deref(st.job.JobModifyIndex)}
+		if st.policy.Class == hcl.Opportunistic {
+			in.Priority = OpportunisticPriority
+		}
+		out = append(out, in)
+	}
 	for _, id := range p.Suspend {
 		st := b.jobs[id]
 		if st == nil {
@@ -200,6 +215,10 @@ func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []strin
 				if pol, err := hcl.PolicyFromMeta(job.Meta); err == nil && pol.Elastic() && tg != nil {
 					// Elastic jobs carry node pins only (PinElastic).
 					done = b.gpuPool(deref(job.NodePool)) && hasNodePin(tg) && pinnedGPUs(tg) == "" && deref(tg.Count) > 0
+					if pol.TwoRole() {
+						// And the parameter servers run again.
+						done = done && groupCount(job, pol.PSGroup) > 0
+					}
 				}
 			}
 		}

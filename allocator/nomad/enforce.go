@@ -91,9 +91,28 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 	}
+	// A two-role job resized under rondo.scaling = "checkpoint" stops
+	// like a moving job (its tasks checkpoint) and restarts below at its
+	// new counts.
+	restart := map[string]string{}
+	for _, a := range p.Assignments {
+		c, ok := b.twoRoleResize(a)
+		if !ok || !b.jobs[a.Jobs[0]].checkpointScaling() {
+			continue
+		}
+		id := a.Jobs[0]
+		if err := b.scaleZero(id, "rondo: "+c.event()+" (checkpoint, restart at the new size)"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		stopping = append(stopping, id)
+		restart[id] = c.event()
+	}
 	// Elastic jobs the plan keeps with fewer workers shrink now, before
 	// any start needs their GPUs: the count alone drops (Nomad stops the
-	// highest allocation indexes, the workers the engine dropped).
+	// highest allocation indexes, the workers the engine dropped). A
+	// two-role job's parameter servers change with its re-registration
+	// below.
 	shrinking := map[string]int{}
 	for _, a := range p.Assignments {
 		if w, ok := b.resize(a); ok && w < b.workers(a.Jobs[0], len(b.jobs[a.Jobs[0]].gpus)) {
@@ -103,13 +122,25 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 			shrinking[a.Jobs[0]] = w
 		}
+		if c, ok := b.twoRoleResize(a); ok && restart[a.Jobs[0]] == "" && c.workers < c.workersWas {
+			id := a.Jobs[0]
+			st := b.jobs[id]
+			w := c.workers
+			if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &w, "rondo: "+c.event(), false, nil, nil); err != nil {
+				errs = append(errs, fmt.Errorf("nomad: scale %s to %d (%s): %w", id, w, c.event(), err))
+				continue
+			}
+			b.setRoles(id, w, c.psWas)
+			shrinking[id] = w
+		}
 	}
 	// A job in the GPU pool that holds no allocation Rondo placed but still
 	// has a count — pending placement, or submitted straight to the pool
 	// past the gate — would take GPUs behind Rondo's back: withdraw it
 	// unless this plan starts it.
 	for id, st := range b.jobs {
-		if st.inPool && len(st.gpus) == 0 && !starting[id] && groupCount(st.job, st.group) > 0 {
+		if st.inPool && len(st.gpus) == 0 && !starting[id] && (groupCount(st.job, st.group) > 0 ||
+			st.psGroup != "" && groupCount(st.job, st.psGroup) > 0) {
 			event := "withdraw"
 			if !st.admitted {
 				event = "gate"
@@ -117,6 +148,18 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			if err := b.suspend(id, event); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if !st.inPool && st.psGroup != "" && st.psLive > 0 && !starting[id] {
+			// A two-role job waiting for admission: its parameter servers
+			// need no GPU, so they run wherever the job was submitted.
+			// They wait with the workers.
+			zero := 0
+			if _, _, err := b.cfg.Client.Jobs().Scale(id, st.psGroup, &zero, "rondo: gate", false, nil, nil); err != nil {
+				errs = append(errs, fmt.Errorf("nomad: scale %s group %s to 0 (gate): %w", id, st.psGroup, err))
+				continue
+			}
+			b.log.Info("gate", "job", id, "group", st.psGroup, "why", "parameter servers wait for the job's admission")
+			b.event(id, "gate")
 		}
 	}
 	if err := b.waitAllocs("suspended jobs to stop", len(stopping)+len(shrinking), func(by allocsByJob) bool {
@@ -126,7 +169,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 		for id, w := range shrinking {
-			if n, _, _ := liveGPUs(by[id]); n > w {
+			if n, _ := liveIn(by[id], b.jobs[id].group); n > w {
 				return false
 			}
 		}
@@ -136,13 +179,14 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	}
 	// Starts are independent registrations: issue them a few at a time
 	// (a thousand sequential round trips take half a minute).
-	var starts, elastic []engine.Assignment
+	var starts []engine.Assignment
+	var elastic []elasticStart
 	for _, a := range p.Assignments {
 		if a.Action != engine.Start {
 			continue
 		}
 		if b.isElastic(a) {
-			elastic = append(elastic, a)
+			elastic = append(elastic, elasticStart{a: a})
 		} else {
 			starts = append(starts, a)
 		}
@@ -153,7 +197,15 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	// holds its GPUs, into what is left on their nodes.
 	for _, a := range p.Assignments {
 		if w, ok := b.resize(a); ok && w > b.workers(a.Jobs[0], len(b.jobs[a.Jobs[0]].gpus)) {
-			elastic = append(elastic, a)
+			elastic = append(elastic, elasticStart{a: a})
+		}
+		// A two-role job's resize: re-registered at its new counts, in
+		// place, or after the stop above (checkpoint scaling).
+		if c, ok := b.twoRoleResize(a); ok {
+			id := a.Jobs[0]
+			if _, stopped := restart[id]; stopped || !b.jobs[id].checkpointScaling() {
+				elastic = append(elastic, elasticStart{a: a, event: c.event(), fresh: stopped})
+			}
 		}
 	}
 	errs = append(errs, b.startElastic(elastic)...)
@@ -364,10 +416,19 @@ func intentOr(m map[string]engine.Intent, id string, def engine.Intent) string {
 	return string(def)
 }
 
+// scaleZero scales the job's GPU group to 0, and a two-role job's
+// parameter servers too.
 func (b *Backend) scaleZero(id, why string) error {
 	zero := 0
-	if _, _, err := b.cfg.Client.Jobs().Scale(id, b.jobs[id].group, &zero, why, false, nil, nil); err != nil {
+	st := b.jobs[id]
+	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &zero, why, false, nil, nil); err != nil {
 		return fmt.Errorf("nomad: scale %s to 0 (%s): %w", id, why, err)
+	}
+	if st.psGroup != "" {
+		if _, _, err := b.cfg.Client.Jobs().Scale(id, st.psGroup, &zero, why, false, nil, nil); err != nil {
+			return fmt.Errorf("nomad: scale %s group %s to 0 (%s): %w", id, st.psGroup, why, err)
+		}
+		b.setRoles(id, 0, 0)
 	}
 	return nil
 }
@@ -403,6 +464,9 @@ func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) erro
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
+	if st.psGroup != "" {
+		b.setRoles(id, groupCount(job, st.group), groupCount(job, st.psGroup))
+	}
 	event := b.eventOf(id, engine.IntentAdmit)
 	if res != nil || job.Meta[MetaOwnResources] != "" {
 		b.log.Info(event, "job", id, "type", a.Type, "gpus", strings.Join(a.GPUs, ","), "nodes", b.nodeNames(a.Servers),
@@ -436,6 +500,14 @@ func (b *Backend) rewrite(job *api.Job, st *jobState, a engine.Assignment, res *
 		return err
 	}
 	AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+	if st.psGroup != "" {
+		// A two-role job run at its minimum (NoElastic: cells decide):
+		// its parameter servers at theirs, anywhere in the pool.
+		if err := PinPS(job, st.psGroup, st.policy.PSMin, nil); err != nil {
+			return err
+		}
+		AddTaskEnv(job, st.psGroup, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+	}
 	if err := SetResources(job, st.group, res); err != nil {
 		return err
 	}
@@ -554,7 +626,7 @@ func (b *Backend) resize(a engine.Assignment) (int, bool) {
 		return 0, false
 	}
 	st := b.jobs[a.Jobs[0]]
-	if len(a.GPUs) == len(st.gpus) {
+	if st.elastic.TwoRole() || len(a.GPUs) == len(st.gpus) {
 		return 0, false
 	}
 	return b.workers(a.Jobs[0], len(a.GPUs)), true
@@ -572,29 +644,71 @@ func (b *Backend) scaleTo(id string, workers int, event string) error {
 	return nil
 }
 
+// elasticStart is one elastic job to (re-)register: a start, a grow, or a
+// two-role job's resize (event its name; fresh: the job was stopped for
+// it, checkpoint scaling).
+type elasticStart struct {
+	a     engine.Assignment
+	event string
+	fresh bool
+}
+
 // startElastic starts elastic jobs and grows kept ones: each is
 // re-registered with its worker count and node pins (PinElastic; a count
-// and node-constraint change keeps running allocations in place), then
-// it waits until every one runs its workers on as many GPUs as planned.
-func (b *Backend) startElastic(as []engine.Assignment) []error {
+// and node-constraint change keeps running allocations in place), a
+// two-role job with its parameter servers' count and nodes too (PinPS),
+// then it waits until every one runs its workers on as many GPUs as
+// planned, and its parameter servers.
+func (b *Backend) startElastic(as []elasticStart) []error {
 	var errs []error
-	var done []engine.Assignment
-	for _, a := range as {
+	type started struct {
+		a       engine.Assignment
+		workers int
+		ps      int // -1: no parameter servers
+	}
+	var done []started
+	for _, e := range as {
+		a := e.a
 		id := a.Jobs[0]
 		st := b.jobs[id]
 		job, _, err := b.cfg.Client.Jobs().Info(id, nil)
 		if err == nil {
 			err = PinElastic(job, st.group, a, st.elastic.StepGPUs)
 		}
+		ps, psWas := -1, 0
+		var servers []string
+		if err == nil && st.psGroup != "" {
+			var keep bool
+			psWas = groupCount(st.job, st.psGroup)
+			if a.Action == engine.Start {
+				psWas = st.psLive // the count of a job not running is not in force
+			}
+			ps, servers, keep = b.psTarget(st, a)
+			if keep {
+				servers = strings.Split(nodePin(groupOf(job, st.psGroup)), ",")
+				if servers[0] == "" {
+					servers = nil
+				}
+			}
+			err = PinPS(job, st.psGroup, ps, servers)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("nomad: start %s: %w", id, err))
 			continue
 		}
-		event := "grow"
-		if a.Action == engine.Start {
-			event = b.eventOf(id, engine.IntentAdmit)
+		event := e.event
+		if event == "" {
+			event = "grow"
+		}
+		if a.Action == engine.Start || e.fresh {
+			if a.Action == engine.Start {
+				event = b.eventOf(id, engine.IntentAdmit)
+			}
 			// Not running: env and identity may change (AddTaskEnv).
 			AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+			if st.psGroup != "" {
+				AddTaskEnv(job, st.psGroup, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+			}
 			pool := b.poolOf(a.Servers)
 			job.NodePool = &pool
 			prio := GuaranteedPriority
@@ -608,16 +722,32 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 			errs = append(errs, fmt.Errorf("nomad: %s %s: %w", event, id, err))
 			continue
 		}
-		b.log.Info(event, "job", id, "type", a.Type, "workers", b.workers(id, len(a.GPUs)),
-			"was", b.workers(id, len(st.gpus)), "nodes", b.nodeNames(a.Servers))
+		workers := b.workers(id, len(a.GPUs))
+		kv := []any{"job", id, "type", a.Type, "workers", workers, "was", b.workers(id, len(st.gpus)), "nodes", b.nodeNames(a.Servers)}
+		if ps >= 0 {
+			kv = append(kv, "ps", ps, "ps_was", psWas, "ps_nodes", b.nodeNames(distinct(servers)))
+			if e.fresh {
+				kv = append(kv, "scaling", hcl.ScalingCheckpoint)
+			}
+			b.setRoles(id, workers, ps)
+		}
+		b.log.Info(event, kv...)
 		b.event(id, event)
-		done = append(done, a)
+		done = append(done, started{a: a, workers: workers, ps: ps})
 	}
 	if err := b.waitAllocs("elastic jobs to run their workers", len(done), func(by allocsByJob) bool {
-		for _, a := range done {
-			n, running, got := liveGPUs(by[a.Jobs[0]])
-			if n != b.workers(a.Jobs[0], len(a.GPUs)) || running < n || len(got) != len(a.GPUs) {
+		for _, d := range done {
+			id := d.a.Jobs[0]
+			st := b.jobs[id]
+			n, running := liveIn(by[id], st.group)
+			_, _, got := liveGPUs(by[id])
+			if n != d.workers || running < n || len(got) != len(d.a.GPUs) {
 				return false
+			}
+			if d.ps >= 0 {
+				if n, running := liveIn(by[id], st.psGroup); n != d.ps || running < n {
+					return false
+				}
 			}
 		}
 		return true
@@ -625,6 +755,21 @@ func (b *Backend) startElastic(as []engine.Assignment) []error {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// liveIn counts a job's live allocations of one group and how many of
+// them run.
+func liveIn(allocs []*api.AllocationListStub, group string) (liveN, running int) {
+	for _, a := range allocs {
+		if a.TaskGroup != group || !live(a) {
+			continue
+		}
+		liveN++
+		if a.ClientStatus == "running" {
+			running++
+		}
+	}
+	return liveN, running
 }
 
 // PinElastic rewrites an elastic job's GPU group for an assignment: count =

@@ -25,6 +25,9 @@ const CheckpointFile = "checkpoint.json"
 type Checkpoint struct {
 	Steps float64 `json:"steps"`
 	Total float64 `json:"total"`
+	// Epochs is the epochs done, written by a two-role job's trainer (its
+	// job declares rondo.epochs); absent otherwise.
+	Epochs *float64 `json:"epochs,omitempty"`
 }
 
 // CheckpointDir returns the job's checkpoint directory from its tasks' env,
@@ -54,6 +57,20 @@ func CheckpointProgress(job *api.Job) (float64, bool) {
 		return 0, false
 	}
 	return c.Steps, true
+}
+
+// CheckpointEpochs reads the epochs done from the trainer's checkpoint
+// file (ok false when it has none).
+func CheckpointEpochs(job *api.Job) (float64, bool) {
+	dir := CheckpointDir(job)
+	if dir == "" {
+		return 0, false
+	}
+	c, err := ReadCheckpoint(dir)
+	if err != nil || c.Epochs == nil {
+		return 0, false
+	}
+	return *c.Epochs, true
 }
 
 // ReadCheckpoint reads dir/checkpoint.json.

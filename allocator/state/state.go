@@ -39,6 +39,10 @@ type State struct {
 	// lease/progress API), so that a restarted allocator knows how far
 	// suspended jobs got.
 	Progress map[string]float64 `json:"progress,omitempty"`
+	// Epochs is the last reported number of epochs done per job, for the
+	// jobs whose reports say (a two-role elastic job's progress, the
+	// lease API's epochs_done). Absent in states written before it existed.
+	Epochs map[string]float64 `json:"epochs_done,omitempty"`
 	// Engine is the decider's history between rounds (engine.History as
 	// JSON, or the per-VC engines' under the per-VC deciders of allocator/round): the received-time
 	// baselines of the last recompute, deficits, the allocation in force,
@@ -157,6 +161,7 @@ func (s *State) RemoveJob(job string) {
 	delete(s.Throughput, job)
 	delete(s.Arrival, job)
 	delete(s.Progress, job)
+	delete(s.Epochs, job)
 	delete(s.Credit, job)
 }
 

@@ -29,6 +29,20 @@
 //
 // Only allocation index 0 writes the checkpoint, so a multi-node job keeps
 // one progress record.
+//
+// Two-role elastic jobs (DL2: job meta rondo.ps and rondo.ps_group): the
+// task of the group rondo.ps_group names (NOMAD_GROUP_NAME), or with
+// RONDO_ROLE=ps, is a parameter server: it asks for its lease, trains
+// nothing, and exits 0 once the workers' checkpoint says the job is done
+// (or on SIGTERM). Every worker, not only index 0, asks the lease API every
+// interval and trains with the batch it answers (its share of the total
+// batch over the workers in force, which a live resize changes without a
+// restart): it prints each new value ("batch 86 of 256, worker 0 of 3,
+// 1 ps") and writes it to $NOMAD_ALLOC_DIR/rondo-trainer.json (role,
+// index, workers, ps, batch, total_batch, steps). With rondo.epochs, index
+// 0 also reports epochs_done (steps / rondo.steps × rondo.epochs) and
+// writes it to the checkpoint ("epochs"). The throughput does not depend
+// on the worker count (as for one-role elastic jobs).
 package main
 
 import (
@@ -51,8 +65,72 @@ import (
 )
 
 type checkpoint struct {
-	Steps float64 `json:"steps"`
-	Total float64 `json:"total"`
+	Steps  float64  `json:"steps"`
+	Total  float64  `json:"total"`
+	Epochs *float64 `json:"epochs,omitempty"`
+}
+
+// twoRole is what a two-role job's task knows of itself.
+type twoRole struct {
+	role   string // lease.RoleWorker or lease.RolePS
+	index  int
+	epochs float64 // rondo.epochs, 0: not declared
+	// Set by the lease answers (mu).
+	mu                      sync.Mutex
+	workers, ps, batch, tot int
+	seen                    bool
+	file                    string // $NOMAD_ALLOC_DIR/rondo-trainer.json
+}
+
+// roleOf reads a two-role job's task's role from its env (nil for any
+// other job).
+func roleOf() *twoRole {
+	if meta("ps") == "" {
+		return nil
+	}
+	r := &twoRole{role: lease.RoleWorker}
+	if v := os.Getenv("RONDO_ROLE"); v != "" {
+		r.role = v
+	} else if g := meta("ps_group"); g != "" && os.Getenv("NOMAD_GROUP_NAME") == g {
+		r.role = lease.RolePS
+	}
+	r.index, _ = strconv.Atoi(envOr("NOMAD_ALLOC_INDEX", "0"))
+	if e, err := strconv.ParseFloat(meta("epochs"), 64); err == nil && e > 0 {
+		r.epochs = e
+	}
+	if d := os.Getenv("NOMAD_ALLOC_DIR"); d != "" {
+		r.file = filepath.Join(d, "rondo-trainer.json")
+	}
+	return r
+}
+
+// learn takes a lease answer's sizes; a change is printed and written to
+// the alloc dir's rondo-trainer.json.
+func (r *twoRole) learn(l lease.LeaseResponse, steps float64) {
+	if !l.TwoRole() {
+		return
+	}
+	r.mu.Lock()
+	changed := !r.seen || l.Workers != r.workers || l.PS != r.ps || l.Batch != r.batch || l.TotalBatch != r.tot
+	r.seen, r.workers, r.ps, r.batch, r.tot = true, l.Workers, l.PS, l.Batch, l.TotalBatch
+	r.mu.Unlock()
+	if !changed {
+		return
+	}
+	if l.Role == lease.RolePS {
+		fmt.Printf("rondo-trainer: parameter server %d: %d workers, %d ps\n", r.index, l.Workers, l.PS)
+	} else {
+		fmt.Printf("rondo-trainer: batch %d of %d, worker %d of %d, %d ps\n", l.Batch, l.TotalBatch, r.index, l.Workers, l.PS)
+	}
+	if r.file == "" {
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"role": l.Role, "index": r.index, "workers": l.Workers, "ps": l.PS,
+		"batch": l.Batch, "total_batch": l.TotalBatch, "steps": steps, "at": time.Now().UTC()})
+	tmp := r.file + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err == nil {
+		os.Rename(tmp, r.file)
+	}
 }
 
 func envOr(key, def string) string {
@@ -127,6 +205,10 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "rondo-trainer: -speedup must be positive (got %q)\n", *speedS)
 		return 2
 	}
+	tr := roleOf()
+	if tr != nil && tr.role == lease.RolePS {
+		return runPS(tr, *dir, total)
+	}
 	tb := throughputs.Default()
 	rate, ok := tb.Lookup(*model, *sf, *typ)
 	if !ok {
@@ -163,6 +245,10 @@ func run(args []string) int {
 		if !writer {
 			return
 		}
+		if tr != nil && tr.epochs > 0 {
+			e := ck.Steps / total * tr.epochs
+			ck.Epochs = &e
+		}
 		b, _ := json.Marshal(ck)
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, b, 0o644); err == nil {
@@ -179,16 +265,24 @@ func run(args []string) int {
 	var pmu sync.Mutex
 	steps := ck.Steps
 	leaseEnded := make(chan struct{}, 1)
-	if writer && os.Getenv("RONDO_LEASE_ADDR") != "" {
+	if (writer || tr != nil) && os.Getenv("RONDO_LEASE_ADDR") != "" {
+		// Index 0 reports and asks for its lease; a two-role job's other
+		// workers ask for their batch.
 		if lc, err := client.FromEnv(); err != nil {
 			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API off:", err)
 		} else {
-			every, err := time.ParseDuration(envOr("RONDO_REPORT_INTERVAL", "1s"))
-			if err != nil || every <= 0 {
-				every = time.Second
-			}
-			go reportLoop(lc, every, *typ, os.Getenv("RONDO_PARTNER"), rate, func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, leaseEnded)
+			rep := &reporter{lc: lc, every: reportEvery(), typ: *typ, partner: os.Getenv("RONDO_PARTNER"), rate: rate, report: writer,
+				two: tr, total: total, steps: func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, ended: leaseEnded}
+			go rep.loop()
 		}
+	}
+	// A two-role job's other workers end with worker 0 (its checkpoint
+	// says done), whatever their own count.
+	var doneCk <-chan time.Time
+	if tr != nil && !writer {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		doneCk = t.C
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -201,6 +295,11 @@ func run(args []string) int {
 			save()
 			fmt.Printf("rondo-trainer: %v: checkpointed at %.0f/%.0f\n", s, ck.Steps, total)
 			return 0
+		case <-doneCk:
+			if c, err := readCheckpoint(path); err == nil && c.Steps >= total {
+				fmt.Printf("rondo-trainer: done (worker 0 checkpointed %.0f steps)\n", c.Steps)
+				return 0
+			}
 		case <-leaseEnded:
 			save()
 			lastSave = time.Now()
@@ -224,18 +323,57 @@ func run(args []string) int {
 	}
 }
 
-// reportLoop reports progress and asks for the lease every interval; it
-// signals ended (once per lease end) when the lease does not continue.
-func reportLoop(lc *client.Client, every time.Duration, typ, partner string, rate float64, steps func() float64, ended chan<- struct{}) {
+func reportEvery() time.Duration {
+	every, err := time.ParseDuration(envOr("RONDO_REPORT_INTERVAL", "1s"))
+	if err != nil || every <= 0 {
+		every = time.Second
+	}
+	return every
+}
+
+func readCheckpoint(path string) (checkpoint, error) {
+	var c checkpoint
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	return c, err
+}
+
+// reporter talks to the lease API every interval: it reports progress
+// (report: allocation index 0) and asks for the lease; a two-role job's
+// task learns its sizes from the answer. It signals ended (once per lease
+// end) when the lease does not continue.
+type reporter struct {
+	lc           *client.Client
+	every        time.Duration
+	typ, partner string
+	rate, total  float64
+	report       bool
+	two          *twoRole
+	steps        func() float64
+	ended        chan<- struct{}
+}
+
+func (r *reporter) loop() {
 	ctx := context.Background()
-	t := time.NewTicker(every)
+	t := time.NewTicker(r.every)
 	defer t.Stop()
 	continuing, failing := true, false
 	for range t.C {
-		err := lc.ReportWith(ctx, int64(steps()), rate, typ, partner)
+		var err error
+		steps := r.steps()
+		if r.report {
+			p := client.Progress{StepsDone: int64(steps), StepsPerSec: r.rate, GPUType: r.typ, Partner: r.partner}
+			if r.two != nil && r.two.epochs > 0 {
+				e := steps / r.total * r.two.epochs
+				p.EpochsDone = &e
+			}
+			err = r.lc.Send(ctx, p)
+		}
 		var l lease.LeaseResponse
 		if err == nil {
-			l, err = lc.Lease(ctx)
+			l, err = r.lc.Lease(ctx)
 		}
 		if err != nil {
 			if !failing {
@@ -248,9 +386,15 @@ func reportLoop(lc *client.Client, every time.Duration, typ, partner string, rat
 			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API reachable again")
 		}
 		failing = false
+		if r.two != nil {
+			r.two.learn(l, steps)
+		}
+		if !r.report {
+			continue // only index 0 checkpoints
+		}
 		if !l.Continue && continuing {
 			select {
-			case ended <- struct{}{}:
+			case r.ended <- struct{}{}:
 			default:
 			}
 		}
@@ -258,5 +402,37 @@ func reportLoop(lc *client.Client, every time.Duration, typ, partner string, rat
 			fmt.Printf("rondo-trainer: lease continue=%v (round %d, until %s)\n", l.Continue, l.Round, l.LeaseExpiresAt.Format(time.RFC3339))
 		}
 		continuing = l.Continue
+	}
+}
+
+// runPS is a two-role job's parameter server: it asks for its lease every
+// interval (its sizes, printed and written like a worker's) and exits 0
+// once the workers' checkpoint says the job is done, or on SIGTERM.
+func runPS(tr *twoRole, dir string, total float64) int {
+	path := filepath.Join(dir, "checkpoint.json")
+	fmt.Printf("rondo-trainer: parameter server %d (checkpoints in %s)\n", tr.index, dir)
+	if os.Getenv("RONDO_LEASE_ADDR") != "" {
+		if lc, err := client.FromEnv(); err != nil {
+			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API off:", err)
+		} else {
+			rep := &reporter{lc: lc, every: reportEvery(), two: tr, total: total, steps: func() float64 { return 0 }}
+			go rep.loop()
+		}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case s := <-sig:
+			fmt.Printf("rondo-trainer: parameter server %d: %v\n", tr.index, s)
+			return 0
+		case <-tick.C:
+			if c, err := readCheckpoint(path); err == nil && c.Steps >= total {
+				fmt.Printf("rondo-trainer: parameter server %d: the job is done\n", tr.index)
+				return 0
+			}
+		}
 	}
 }

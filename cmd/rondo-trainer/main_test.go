@@ -2,17 +2,21 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rondo-sched/rondo/allocator/lease"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
@@ -101,6 +105,146 @@ func TestPartnerRate(t *testing.T) {
 		}
 		if !strings.Contains(string(out), fmt.Sprintf(": %.3f steps/s", want)) {
 			t.Errorf("partner %q: want %.3f steps/s in %s", partner, want, out)
+		}
+	}
+}
+
+// fakeVerifier accepts tokens "job:alloc".
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(_ context.Context, tok string) (*lease.Identity, error) {
+	job, alloc, ok := strings.Cut(tok, ":")
+	if !ok {
+		return nil, lease.ErrInvalidToken
+	}
+	return &lease.Identity{Namespace: "default", Job: job, Alloc: alloc}, nil
+}
+
+// roleAPI answers leases with a two-role job's sizes (workers settable)
+// and records progress reports.
+type roleAPI struct {
+	mu      sync.Mutex
+	workers int
+	reports []lease.Progress
+}
+
+func (r *roleAPI) Lease(_ context.Context, c lease.Caller) (lease.Grant, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := lease.Grant{Continue: true, ExpiresAt: time.Now().Add(time.Minute)}
+	if c.Alloc == "p0" {
+		g.Roles = &lease.Roles{Role: lease.RolePS, Workers: r.workers, PS: 1, TotalBatch: 256}
+	} else {
+		i := int(c.Alloc[1] - '0')
+		g.Roles = &lease.Roles{Role: lease.RoleWorker, Workers: r.workers, PS: 1, Batch: lease.BatchShare(256, r.workers, i), TotalBatch: 256}
+	}
+	return g, nil
+}
+
+func (r *roleAPI) Report(_ context.Context, _ lease.Caller, p lease.Progress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports = append(r.reports, p)
+	return nil
+}
+
+// TestTwoRole runs a two-role job's worker 0, worker 1 and parameter
+// server against a lease API: each worker writes the batch it is answered
+// to its alloc dir and follows a resize without a restart; worker 0
+// reports epochs and checkpoints them; the other worker and the parameter
+// server exit 0 once worker 0's checkpoint says the job is done.
+func TestTwoRole(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rondo-trainer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	api := &roleAPI{workers: 3}
+	srv := httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: api, Sink: api}).Handler())
+	defer srv.Close()
+	ck := t.TempDir()
+	start := func(alloc, group string, index int) (*exec.Cmd, string) {
+		dir := t.TempDir()
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "RONDO_CHECKPOINT_DIR="+ck, "NOMAD_META_rondo.model=LM (batch size 20)",
+			"NOMAD_META_rondo.steps=100000", "NOMAD_META_rondo.ps=1:2", "NOMAD_META_rondo.ps_group=ps", "NOMAD_META_rondo.epochs=10",
+			"RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0", "RONDO_LEASE_ADDR="+srv.URL, "RONDO_REPORT_INTERVAL=100ms",
+			"NOMAD_JOB_ID=dl2", "NOMAD_ALLOC_ID="+alloc, "NOMAD_TOKEN_rondo=dl2:"+alloc, "NOMAD_GROUP_NAME="+group,
+			fmt.Sprintf("NOMAD_ALLOC_INDEX=%d", index), "NOMAD_ALLOC_DIR="+dir)
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, filepath.Join(dir, "rondo-trainer.json")
+	}
+	w0, f0 := start("w0", "train", 0)
+	w1, f1 := start("w1", "train", 1)
+	ps, fp := start("p0", "ps", 0)
+	waitFile := func(f string, want map[string]any) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		var got map[string]any
+		for time.Now().Before(deadline) {
+			b, err := os.ReadFile(f)
+			got = nil
+			if err == nil && json.Unmarshal(b, &got) == nil {
+				ok := true
+				for k, v := range want {
+					ok = ok && got[k] == v
+				}
+				if ok {
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: %v, want %v", f, got, want)
+	}
+	waitFile(f0, map[string]any{"role": "worker", "batch": 86.0, "workers": 3.0, "total_batch": 256.0})
+	waitFile(f1, map[string]any{"role": "worker", "batch": 85.0, "index": 1.0})
+	waitFile(fp, map[string]any{"role": "ps", "workers": 3.0, "ps": 1.0})
+	api.mu.Lock()
+	api.workers = 2
+	api.mu.Unlock()
+	waitFile(f0, map[string]any{"batch": 128.0, "workers": 2.0})
+	waitFile(f1, map[string]any{"batch": 128.0, "workers": 2.0})
+	api.mu.Lock()
+	var epochs float64
+	for _, p := range api.reports {
+		if !p.HasEpochs {
+			t.Fatalf("report without epochs: %+v", p)
+		}
+		epochs = p.EpochsDone
+	}
+	n := len(api.reports)
+	api.mu.Unlock()
+	if n == 0 || !(epochs > 0) {
+		t.Fatalf("%d reports, last epochs %v", n, epochs)
+	}
+	// Worker 0 stops (a suspension): its checkpoint has the epochs. Then
+	// the job is done: the others exit on their own.
+	w0.Process.Signal(syscall.SIGTERM)
+	if err := w0.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	c := readCk(t, ck)
+	if c.Epochs == nil || *c.Epochs != c.Steps/100000*10 {
+		t.Fatalf("checkpoint %+v", c)
+	}
+	b, _ := json.Marshal(checkpoint{Steps: 100000, Total: 100000})
+	if err := os.WriteFile(filepath.Join(ck, "checkpoint.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, cmd := range map[string]*exec.Cmd{"worker 1": w1, "parameter server": ps} {
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not exit when the job was done", name)
 		}
 	}
 }

@@ -263,6 +263,15 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		return rnomad.CheckpointProgress(job)
 	}
+	// A two-role job's epochs (rondo.epochs): reported, else its checkpoint.
+	epochs := func(job *api.Job) (float64, bool) {
+		if job.ID != nil {
+			if v, ok := ag.ReportedEpochs(*job.ID); ok {
+				return v, true
+			}
+		}
+		return rnomad.CheckpointEpochs(job)
+	}
 	// The placement stage's profiles, for vetting jobs' rondo.profile (nil:
 	// no placement set, no check); replaced on a reload.
 	var profiles atomic.Pointer[synergy.Table]
@@ -282,7 +291,7 @@ func (c *agentCmd) Run(args []string) int {
 		return c.fail(err)
 	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
-		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress,
+		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress, Epochs: epochs,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
 		CheckProfile: func(name string) error {
 			if t := profiles.Load(); t != nil {

@@ -122,6 +122,9 @@ func (c *jobStatus) Run(args []string) int {
 			}
 			if j.MaxWorkers > 0 {
 				fmt.Fprintf(c.stdout, "Workers:    %d (elastic %d..%d)\n", j.Workers, j.MinWorkers, j.MaxWorkers)
+				if j.MaxPS > 0 {
+					fmt.Fprintf(c.stdout, "PS:         %d (%d..%d)\n", j.PS, j.MinPS, j.MaxPS)
+				}
 			}
 			return 0
 		}

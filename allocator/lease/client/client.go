@@ -7,6 +7,12 @@
 //	l, err := c.Lease(ctx)
 //	if !l.Continue { checkpoint to l.CheckpointDir; exit 0 }
 //
+// A task of a two-role elastic job (DL2's workers and parameter servers)
+// reads its size from the lease answer, never from its env (an env change
+// restarts the task): l.TwoRole(), l.Role ("worker" or "ps"), l.Workers,
+// l.PS, l.Batch (this worker's share of l.TotalBatch), and reports its
+// epochs with Send(ctx, client.Progress{..., EpochsDone: &epochs}).
+//
 // The token is the task's Nomad workload identity, re-read on every call
 // because Nomad renews it (at half its TTL) in the file and, with
 // change_mode = "restart", the environment.
@@ -140,12 +146,33 @@ func (c *Client) Report(ctx context.Context, stepsDone int64, stepsPerSec float6
 // ReportWith sends a progress report measured next to partner (space
 // sharing: a pair throughput; "" alone).
 func (c *Client) ReportWith(ctx context.Context, stepsDone int64, stepsPerSec float64, gpuType, partner string) error {
+	return c.Send(ctx, Progress{StepsDone: stepsDone, StepsPerSec: stepsPerSec, GPUType: gpuType, Partner: partner})
+}
+
+// Progress is one progress report (Send): the fields of POST
+// /v1/progress.
+type Progress struct {
+	StepsDone   int64
+	StepsPerSec float64
+	GPUType     string
+	// Partner is the job sharing its GPUs (space sharing); "" alone.
+	Partner string
+	// EpochsDone, when set, is the epochs done since the job's first start
+	// (a two-role elastic job's progress, meta rondo.epochs).
+	EpochsDone *float64
+}
+
+// Send sends a progress report.
+func (c *Client) Send(ctx context.Context, p Progress) error {
 	req := lease.ProgressRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc,
-		StepsDone: &stepsDone, ThroughputStepsPerS: &stepsPerSec, GPUType: gpuType, Partner: partner}
+		StepsDone: &p.StepsDone, ThroughputStepsPerS: &p.StepsPerSec, GPUType: p.GPUType, Partner: p.Partner,
+		EpochsDone: p.EpochsDone}
 	return c.do(ctx, "/v1/progress", req, nil)
 }
 
-// Lease asks whether the lease continues.
+// Lease asks whether the lease continues; a two-role elastic job's task
+// also learns its role, the counts in force and its batch
+// (LeaseResponse.TwoRole).
 func (c *Client) Lease(ctx context.Context) (lease.LeaseResponse, error) {
 	var out lease.LeaseResponse
 	err := c.do(ctx, "/v1/lease", lease.LeaseRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc}, &out)

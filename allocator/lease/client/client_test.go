@@ -31,7 +31,11 @@ type rec struct {
 }
 
 func (r *rec) Lease(_ context.Context, c lease.Caller) (lease.Grant, error) {
-	return lease.Grant{Continue: c.Job == "train", ExpiresAt: time.Unix(1900000000, 0), Round: 4, CheckpointDir: "/ck"}, nil
+	g := lease.Grant{Continue: c.Job == "train", ExpiresAt: time.Unix(1900000000, 0), Round: 4, CheckpointDir: "/ck"}
+	if c.Job == "dl2" {
+		g.Roles = &lease.Roles{Role: lease.RoleWorker, Workers: 3, PS: 1, Batch: lease.BatchShare(256, 3, 1), TotalBatch: 256}
+	}
+	return g, nil
 }
 
 func (r *rec) Report(_ context.Context, _ lease.Caller, p lease.Progress) error {
@@ -85,6 +89,22 @@ func TestClientFromEnv(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Status != 403 || e.Field != "job" || e.Temporary() {
 		t.Fatalf("token of another job: %v", err)
+	}
+
+	// A two-role job's worker: its role, the counts and its batch; its
+	// epochs reported.
+	t.Setenv("NOMAD_TOKEN_rondo", "dl2:a1")
+	c.Job = "dl2"
+	l, err = c.Lease(ctx)
+	if err != nil || !l.TwoRole() || l.Role != "worker" || l.Workers != 3 || l.PS != 1 || l.Batch != 85 || l.TotalBatch != 256 {
+		t.Fatalf("two-role lease: %+v %v", l, err)
+	}
+	ep := 2.5
+	if err := c.Send(ctx, Progress{StepsDone: 20, StepsPerSec: 2, GPUType: "v100", EpochsDone: &ep}); err != nil {
+		t.Fatal(err)
+	}
+	if p := r.got[len(r.got)-1]; !p.HasEpochs || p.EpochsDone != 2.5 || p.StepsDone != 20 {
+		t.Fatalf("epochs report: %+v", p)
 	}
 
 	t.Setenv("RONDO_LEASE_ADDR", "")
