@@ -32,13 +32,13 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 
 type dl2Train struct {
 	base
-	out, curve, teacher, cluster, hidden, speeds, from           string
-	perServer, cpus, window, spare, warmup, batch, replay        int
-	slTraces, slPasses, rlSteps, valTraces, jobs                 int
-	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon float64
-	seed                                                         int64
-	noAC, noExplore, noReplay, quiet, slotReward                 bool
-	types                                                        string
+	out, curve, teacher, cluster, hidden, speeds, from                string
+	perServer, cpus, window, spare, warmup, batch, replay             int
+	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces          int
+	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon      float64
+	seed                                                              int64
+	noAC, noExplore, noReplay, quiet, slotReward, noShaping, keepLast bool
+	types                                                             string
 }
 
 func newDL2Train() *dl2Train {
@@ -67,14 +67,17 @@ func newDL2Train() *dl2Train {
 	f.Float64Var(&c.gamma, "gamma", 0.9, "reward discount per slot")
 	f.Float64Var(&c.entropy, "entropy", 0.01, "entropy weight")
 	f.Float64Var(&c.epsilon, "epsilon", 0.2, "job-aware exploration probability")
+	f.BoolVar(&c.noShaping, "no-shaping", false, "no potential-based reward shaping of the per-decision steps (the expected gain of each decision)")
 	f.BoolVar(&c.slotReward, "slot-reward", false, "every decision of a slot gets the slot's reward and the next slot's state (DL2 as written) instead of per-decision TD steps")
-	f.IntVar(&c.valTraces, "val-traces", 3, "held-out validation traces (the learning curve)")
+	f.IntVar(&c.valTraces, "val-traces", 3, "held-out validation traces (the learning curve; they pick the model kept)")
+	f.IntVar(&c.testTraces, "test-traces", 5, "held-out test traces (seeds 1..N, the same for every -seed) the printed numbers are measured on")
+	f.BoolVar(&c.keepLast, "keep-last", false, "keep the networks of the last RL step instead of the best on the validation traces")
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
-	f.StringVar(&c.hidden, "hidden", "128,64", "hidden layer widths")
+	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths")
 	f.IntVar(&c.spare, "spare-types", 4, "spare one-hot slots for job types not seen in training")
 	f.StringVar(&c.types, "types", "", "comma-separated job types known at the start (default: all)")
 	f.StringVar(&c.from, "from", "", "continue training this model (no supervised step unless -sl-passes is given explicitly)")
-	f.Int64Var(&c.seed, "seed", 1, "seed of the networks, the traces (training 1000+, validation 9000+) and the sampling")
+	f.Int64Var(&c.seed, "seed", 1, "seed of the networks, the training and validation traces (100000·seed onwards) and the sampling")
 	f.BoolVar(&c.noAC, "no-actor-critic", false, "ablation: a moving average of rewards as the baseline instead of the value network")
 	f.BoolVar(&c.noExplore, "no-explore", false, "ablation: no job-aware exploration")
 	f.BoolVar(&c.noReplay, "no-replay", false, "ablation: no experience replay (the latest slot's decisions only)")
@@ -123,10 +126,11 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 		Env:     dl2.Env{Servers: dl2.Servers(gpus/c.perServer, c.perServer, c.cpus), SlotS: c.round, Models: models, Noise: c.noise, Seed: c.seed},
 		Teacher: c.teacher, Window: c.window, Hidden: hidden, Spare: c.spare, Types: types,
 		Gen:       dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round, Models: types},
-		TrainSeed: 1000 * c.seed, ValSeed: 9000 * c.seed, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
+		TrainSeed: 100000 * c.seed, ValSeed: 100000*c.seed + 90000, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
+		TestSeed: 1, TestTraces: c.testTraces,
 		SL: dl2.SLOptions{Passes: c.slPasses, Batch: 64, LR: c.slLR, Seed: c.seed},
-		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: c.batch, LR: c.rlLR, ValueLR: c.vLR, Warmup: c.warmup, Gamma: c.gamma, Entropy: c.entropy, Epsilon: c.epsilon, Replay: c.replay, SlotReward: c.slotReward,
-			ActorCritic: !c.noAC, Seed: c.seed, EvalEvery: max(c.rlSteps/20, 1)},
+		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: c.batch, LR: c.rlLR, ValueLR: c.vLR, Warmup: c.warmup, Gamma: c.gamma, Entropy: c.entropy, Epsilon: c.epsilon, Replay: c.replay, SlotReward: c.slotReward, Shaping: !c.noShaping,
+			ActorCritic: !c.noAC, Seed: c.seed, EvalEvery: max(c.rlSteps/20, 1), KeepBest: !c.keepLast},
 	}
 	if c.noExplore {
 		cfg.RL.Epsilon = 0
@@ -202,8 +206,8 @@ func (c *dl2Train) Run(args []string) int {
 	if err := m.Save(c.out); err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.stdout, "model %s: teacher %s %.2f h, after supervised %.2f h, after RL %.2f h (avg JCT on %d held-out traces)\n",
-		c.out, rep.Teacher, rep.TeacherAvgJCT/3600, rep.SLAvgJCT/3600, rep.FinalAvgJCT/3600, cfg.ValTraces)
+	fmt.Fprintf(c.stdout, "model %s: teacher %s %.2f h, after supervised %.2f h, after RL %.2f h (avg JCT on %d held-out test traces)\n",
+		c.out, rep.Teacher, rep.TeacherAvgJCT/3600, rep.SLAvgJCT/3600, rep.FinalAvgJCT/3600, cfg.TestTraces)
 	if c.curve != "" {
 		if err := writeCurve(c.curve, rep); err != nil {
 			return c.fail(err)
@@ -222,12 +226,12 @@ func writeCurve(path string, rep *dl2.TrainReport) error {
 		return err
 	}
 	f := &sweep.Figure{Title: "DL2 online RL: average JCT on held-out traces", XLabel: "RL step (slot updates)", YLabel: "Average JCT (hours)",
-		Note: fmt.Sprintf("teacher %s: %.2f h; after supervised %.2f h", rep.Teacher, rep.TeacherAvgJCT/3600, rep.SLAvgJCT/3600)}
+		Note: fmt.Sprintf("validation traces; teacher %s %.2f h", rep.Teacher, rep.TeacherValJCT/3600)}
 	s := sweep.Series{Name: "dl2"}
 	t := sweep.Series{Name: rep.Teacher}
 	for _, p := range rep.Curve {
 		s.X, s.Y = append(s.X, float64(p.Step)), append(s.Y, p.AvgJCT/3600)
-		t.X, t.Y = append(t.X, float64(p.Step)), append(t.Y, rep.TeacherAvgJCT/3600)
+		t.X, t.Y = append(t.X, float64(p.Step)), append(t.Y, rep.TeacherValJCT/3600)
 	}
 	f.Series = []sweep.Series{s, t}
 	return os.WriteFile(strings.TrimSuffix(path, filepath.Ext(path))+".svg", f.SVG(), 0o644)

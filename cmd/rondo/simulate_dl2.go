@@ -21,7 +21,7 @@ type dl2Flags struct {
 }
 
 func (d *dl2Flags) register(f *flag.FlagSet) {
-	f.StringVar(&d.model, "dl2-model", "", "with --trace-format dl2 --policy dl2: the learned sizer's model FILE (required: there is no default model)")
+	f.StringVar(&d.model, "dl2-model", "", "with --trace-format dl2 --policy dl2: the learned sizer's model FILE (default: the model Rondo ships)")
 	f.StringVar(&d.speeds, "speeds", "", "with --trace-format dl2: measured speeds, a CSV FILE of model,ps,workers,epochs_per_hour lines, fitted per model over DL2's Table 1 models (policies/dl2 ReadSpeedCSV)")
 	f.Float64Var(&d.noise, "speed-noise", 0.1, "with --trace-format dl2: sigma of each job's speed factor per slot (DL2's environment noise, seeded by --seed; 0: none)")
 }
@@ -56,9 +56,6 @@ func (c *simulateCmd) runDL2() int {
 	}
 	if c.policy != dl2Policy && set["dl2-model"] {
 		return c.fail(fmt.Errorf("--dl2-model is for --policy dl2, not %s", c.policy))
-	}
-	if c.policy == dl2Policy && c.dl2.model == "" {
-		return c.fail(fmt.Errorf("--policy dl2 needs a model: --dl2-model FILE (policies/dl2 ships no default model)"))
 	}
 	slot := float64(dl2DefaultSlotS)
 	if set["round"] {

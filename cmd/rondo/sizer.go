@@ -27,17 +27,21 @@ func sizerNames() []string {
 }
 
 // dl2Sizer is the sizer a policy names: "dl2", the learned one, with the
-// model of modelFile (""; no model: DRF in its place, logged once by the
-// sizer through logf), or a baseline (drf, fifo, optimus, srtf, tetris).
+// model of modelFile ("": the shipped model, dl2.DefaultModel; a model
+// that cannot be used: DRF in its place, logged once by the sizer through
+// logf), or a baseline (drf, fifo, optimus, srtf, tetris).
 // An unknown name is an error listing the valid ones.
 func dl2Sizer(policy, modelFile string, logf func(string, ...any)) (dl2.Sizer, error) {
 	if policy == dl2Policy {
 		var m *dl2.Model
+		var err error
 		if modelFile != "" {
-			var err error
 			if m, err = dl2.LoadModel(modelFile); err != nil {
 				return nil, err
 			}
+		} else if m, err = dl2.DefaultModel(); err != nil {
+			logf("%v", err)
+			m = nil
 		}
 		return dl2.NewPolicy(m, logf), nil
 	}
@@ -71,8 +75,8 @@ func ownMechanism(v rhcl.VC) bool { return v.GandivaFair() || isDL2(v) }
 
 // vcMechanism is a VC's mechanism when it is not the engine: a
 // gandiva_fair VC's (fairMechanism) or a dl2 VC's (allocator/sizer with
-// the learned sizer; policies/dl2 ships no model, so it decides with DRF,
-// which the sizer warns about once, at its first round); nil for any other
+// the learned sizer and the shipped model; a model that cannot be used
+// decides with DRF, which the sizer warns about once); nil for any other
 // VC. Servers' CPUs are their nodes' cores (else sizer.DefaultCPUsPerServer)
 // and the sizers' speed model DL2's Table 1.
 func vcMechanism(v rhcl.VC, roundS float64, reset bool, warn func(msg string, args ...any)) (round.Mechanism, error) {

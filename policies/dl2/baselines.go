@@ -44,12 +44,30 @@ type FIFO struct{}
 func (FIFO) Name() string { return "fifo" }
 
 func (FIFO) Decide(s *Slot) {
+	order := arrival(s)
+	admit(s, order)
+	fill(s, order)
+	s.Stop()
+}
+
+// arrival is the jobs' indexes in arrival order.
+func arrival(s *Slot) []int {
 	order := make([]int, len(s.Jobs))
 	for j := range order {
 		order[j] = j
 	}
-	fill(s, order)
-	s.Stop()
+	return order
+}
+
+// admit gives the waiting jobs of order their minimum while it fits
+// (the baselines other than DRF admit first, then size; DRF admits by
+// its own rule: a waiting job's dominant share is 0).
+func admit(s *Slot, order []int) {
+	for _, j := range order {
+		if s.Waiting(j) && s.Feasible(j, AddBoth) {
+			s.Apply(j, AddBoth)
+		}
+	}
 }
 
 // fill gives each job of order +both until it is infeasible.
@@ -71,8 +89,9 @@ func remainingS(s *Slot, j, ps, w int) float64 {
 	return s.Jobs[j].Remaining() / v
 }
 
-// SRTF fills the running jobs shortest estimated remaining time first
-// (Remaining / speed at the minimum's counts; ties: arrival order), each
+// SRTF admits and then fills the jobs shortest estimated remaining time
+// first (Remaining / speed at the current counts, a waiting job's at its
+// minimum; ties: arrival order), each
 // with +both to its maximum or until nothing more fits.
 type SRTF struct{}
 
@@ -82,12 +101,19 @@ func (SRTF) Decide(s *Slot) {
 	var order []int
 	rt := make([]float64, len(s.Jobs))
 	for j := range s.Jobs {
-		if s.Running(j) {
-			order = append(order, j)
+		b := s.Jobs[j].Bounds
+		switch {
+		case s.Running(j):
 			rt[j] = remainingS(s, j, s.Alloc[j].PS, s.Alloc[j].Workers)
+		case s.Waiting(j):
+			rt[j] = remainingS(s, j, max(b.MinPS, 1), max(b.MinWorkers, 1))
+		default:
+			continue
 		}
+		order = append(order, j)
 	}
 	sort.SliceStable(order, func(a, b int) bool { return rt[order[a]] < rt[order[b]] })
+	admit(s, order)
 	fill(s, order)
 	s.Stop()
 }
@@ -106,6 +132,7 @@ type Tetris struct{}
 func (Tetris) Name() string { return "tetris" }
 
 func (Tetris) Decide(s *Slot) {
+	admit(s, arrival(s))
 	g, c := float64(max(s.Total.GPUs, 1)), float64(max(s.Total.CPUs, 1))
 	for {
 		var free Server
@@ -181,6 +208,7 @@ type Optimus struct{}
 func (Optimus) Name() string { return "optimus" }
 
 func (Optimus) Decide(s *Slot) {
+	admit(s, arrival(s))
 	g, c := float64(max(s.Total.GPUs, 1)), float64(max(s.Total.CPUs, 1))
 	for {
 		bj, bk, bg := -1, AddWorker, 0.0

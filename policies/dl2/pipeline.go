@@ -27,6 +27,11 @@ type TrainConfig struct {
 	SL                 SLOptions
 	RL                 RLOptions // Episode and Eval are filled in
 	ValTraces          int
+	// TestSeed, TestTraces: the traces the report's numbers are measured
+	// on, held out from training and from validation (which picks the
+	// kept model when RL.KeepBest).
+	TestSeed   int64
+	TestTraces int
 	Seed               int64 // network initialisation
 	// Model, when set, is trained further (no new model, no SL unless
 	// SL.Passes > 0).
@@ -37,13 +42,17 @@ type TrainConfig struct {
 
 // TrainReport is what training measured.
 type TrainReport struct {
-	Teacher       string       `json:"teacher"`
-	Samples       int          `json:"sl_samples"`
-	SLLoss        float64      `json:"sl_loss"`
-	TeacherAvgJCT float64      `json:"teacher_avg_jct_s"` // on the validation traces
-	SLAvgJCT      float64      `json:"sl_avg_jct_s"`      // after the bootstrap
-	FinalAvgJCT   float64      `json:"final_avg_jct_s"`   // after online RL
-	Curve         []CurvePoint `json:"curve"`
+	Teacher string  `json:"teacher"`
+	Samples int     `json:"sl_samples"`
+	SLLoss  float64 `json:"sl_loss"`
+	// On the test traces: the teacher, the model after the bootstrap and
+	// after online RL.
+	TeacherAvgJCT float64 `json:"teacher_avg_jct_s"`
+	SLAvgJCT      float64 `json:"sl_avg_jct_s"`
+	FinalAvgJCT   float64 `json:"final_avg_jct_s"`
+	// Curve is measured on the validation traces.
+	Curve        []CurvePoint `json:"curve"`
+	TeacherValJCT float64     `json:"teacher_val_avg_jct_s"`
 }
 
 // Traces generates n traces with seeds seed, seed+1, ...
@@ -92,18 +101,24 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 		return nil, nil, err
 	}
 	val := c.Traces(c.ValSeed, c.ValTraces)
+	test := c.Traces(c.TestSeed, c.TestTraces)
 	rep := &TrainReport{Teacher: teacher.Name()}
-	if rep.TeacherAvgJCT, err = Evaluate(&c.Env, val, teacher); err != nil {
+	if rep.TeacherAvgJCT, err = Evaluate(&c.Env, test, teacher); err != nil {
 		return nil, nil, err
 	}
-	eval := func(m *Model) float64 {
-		p := NewPolicy(m, nil)
-		v, err := Evaluate(&c.Env, val, p)
-		if err != nil {
-			return -1
-		}
-		return v
+	if rep.TeacherValJCT, err = Evaluate(&c.Env, val, teacher); err != nil {
+		return nil, nil, err
 	}
+	evalOn := func(trs [][]TraceJob) func(m *Model) float64 {
+		return func(m *Model) float64 {
+			v, err := Evaluate(&c.Env, trs, NewPolicy(m, nil))
+			if err != nil {
+				return -1
+			}
+			return v
+		}
+	}
+	eval, evalTest := evalOn(val), evalOn(test)
 	if c.SL.Passes > 0 && c.SLTraces > 0 {
 		demos, err := Demonstrations(&c.Env, c.Traces(c.TrainSeed, c.SLTraces), teacher, m)
 		if err != nil {
@@ -114,7 +129,7 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 		rep.SLLoss = Supervised(m, demos, c.SL)
 	}
 	m.Checksum = m.sum()
-	rep.SLAvgJCT = eval(m)
+	rep.SLAvgJCT = evalTest(m)
 	logf("after supervised: avg JCT %.0f s (teacher %.0f s)", rep.SLAvgJCT, rep.TeacherAvgJCT)
 	if c.RL.Steps > 0 {
 		o := c.RL
@@ -131,7 +146,7 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 		}
 	}
 	m.Checksum = m.sum()
-	rep.FinalAvgJCT = eval(m)
+	rep.FinalAvgJCT = evalTest(m)
 	if m.Trained == nil {
 		m.Trained = map[string]string{}
 	}

@@ -24,9 +24,10 @@ type Policy struct {
 	Rand *rand.Rand
 	// Explore, when set, is DL2's job-aware exploration (training only).
 	Explore *Exploration
-	// Record, when set, sees each decision: the input x, the mask and the
-	// action taken (training). x and mask are reused: copy them.
-	Record   func(x []float64, mask []bool, a int)
+	// Record, when set, sees each decision: the slot before it, the input
+	// x, the mask and the action taken (training). x and mask are reused:
+	// copy them.
+	Record   func(s *Slot, x []float64, mask []bool, a int)
 	Fallback Sizer
 	Logf     func(format string, args ...any)
 	// Fallbacks counts slots decided by the fallback.
@@ -110,7 +111,7 @@ func (p *Policy) Decide(s *Slot) {
 			}
 			a = p.explore(s, off, l, a)
 			if p.Record != nil {
-				p.Record(p.x, p.mask, a)
+				p.Record(s, p.x, p.mask, a)
 			}
 			if a == l.StopAction() {
 				break

@@ -152,7 +152,7 @@ func TestIncrementalEncoding(t *testing.T) {
 	steps := 0
 	var cur *Slot
 	enc := make([]float64, l.Inputs())
-	p.Record = func(x []float64, mask []bool, a int) {
+	p.Record = func(_ *Slot, x []float64, mask []bool, a int) {
 		steps++
 		l.Encode(cur, 0, func(j *Job) int { return m.TypeIndex(j.Model) }, enc)
 		for i := range x {

@@ -81,12 +81,20 @@ type Slot struct {
 	OnAction func(s *Slot, job int, k Kind, stop bool)
 	// Actions counts the actions applied (the minimums excluded).
 	Actions int
+	// Admitting is true when the minimums did not all fit: who runs is
+	// then decided by the sizer (+both on a waiting job admits it).
+	Admitting bool
+	scratch   []Server
 }
 
-// NewSlot places every job's minimum in arrival order while it fits
-// (a job whose minimum does not fit whole gets nothing this slot).
-// PSs go where most CPUs are free (load balance, DL2's default placement);
-// workers best-fit on GPUs so that 2-GPU workers find whole servers.
+// NewSlot gives every job its minimum (one worker and one PS by
+// default) when all the minimums fit: the slot then starts with every job
+// running and the sizer adds. When they do not all fit, who runs is part
+// of the decision (DL2's network allocates a job's first worker too): no
+// job starts with its minimum and +both on a waiting job admits it at its
+// minimum (Admitting). PSs go where most CPUs are free (load balance,
+// DL2's default placement); workers best-fit on GPUs so that 2-GPU
+// workers find whole servers.
 func NewSlot(servers []Server, jobs []Job, speed SpeedFunc) *Slot {
 	s := &Slot{Jobs: jobs, Alloc: make([]Alloc, len(jobs)), Free: append([]Server(nil), servers...), Speed: speed}
 	for _, v := range servers {
@@ -94,22 +102,37 @@ func NewSlot(servers []Server, jobs []Job, speed SpeedFunc) *Slot {
 		s.Total.CPUs += v.CPUs
 	}
 	for j := range jobs {
-		b := jobs[j].Bounds
-		save := append([]Server(nil), s.Free...)
-		ok := true
-		for i := 0; i < b.MinWorkers && ok; i++ {
-			ok = s.place(j, AddWorker)
-		}
-		for i := 0; i < b.MinPS && ok; i++ {
-			ok = s.place(j, AddPS)
-		}
-		if !ok {
-			copy(s.Free, save)
-			s.Alloc[j] = Alloc{}
+		if !s.placeMin(j) {
+			copy(s.Free, servers)
+			clear(s.Alloc)
+			s.Admitting = true
+			break
 		}
 	}
 	return s
 }
+
+// placeMin places job j's minimum whole, or nothing (false).
+func (s *Slot) placeMin(j int) bool {
+	b := s.Jobs[j].Bounds
+	save := append([]Server(nil), s.Free...)
+	ok := b.MinWorkers > 0 || b.MinPS > 0
+	for i := 0; i < b.MinWorkers && ok; i++ {
+		ok = s.place(j, AddWorker)
+	}
+	for i := 0; i < b.MinPS && ok; i++ {
+		ok = s.place(j, AddPS)
+	}
+	if !ok {
+		copy(s.Free, save)
+		s.Alloc[j] = Alloc{}
+	}
+	return ok
+}
+
+// Waiting reports whether job j could be admitted this slot (+both
+// admits it): the minimums did not all fit and it has none yet.
+func (s *Slot) Waiting(j int) bool { return s.Admitting && !s.Running(j) }
 
 // Running reports whether job j got its minimum this slot.
 func (s *Slot) Running(j int) bool { return s.Alloc[j].Workers > 0 || s.Alloc[j].PS > 0 }
@@ -165,10 +188,23 @@ func (s *Slot) place(j int, k Kind) bool {
 }
 
 // Feasible reports whether action k for job j fits the bounds and the
-// free capacity now (a job without its minimum this slot takes nothing).
+// free capacity now. A waiting job (Waiting) takes only +both, which
+// admits it at its minimum; a job neither running nor waiting takes
+// nothing.
 func (s *Slot) Feasible(j int, k Kind) bool {
-	if j < 0 || j >= len(s.Jobs) || !s.Running(j) {
+	if j < 0 || j >= len(s.Jobs) {
 		return false
+	}
+	if !s.Running(j) {
+		if k != AddBoth || !s.Admitting {
+			return false
+		}
+		free := append(s.scratch[:0], s.Free...)
+		ok := s.placeMin(j)
+		copy(s.Free, free)
+		s.Alloc[j] = Alloc{}
+		s.scratch = free
+		return ok
 	}
 	b, a := s.Jobs[j].Bounds, s.Alloc[j]
 	switch k {
@@ -197,7 +233,7 @@ func (s *Slot) Feasible(j int, k Kind) bool {
 // AnyFeasible reports whether some action is feasible for some job.
 func (s *Slot) AnyFeasible() bool {
 	for j := range s.Jobs {
-		if s.Feasible(j, AddWorker) || s.Feasible(j, AddPS) {
+		if s.Feasible(j, AddWorker) || s.Feasible(j, AddPS) || s.Feasible(j, AddBoth) {
 			return true
 		}
 	}
@@ -213,12 +249,14 @@ func (s *Slot) Apply(j int, k Kind) error {
 	if s.OnAction != nil {
 		s.OnAction(s, j, k, false)
 	}
-	switch k {
-	case AddWorker, AddPS:
-		s.place(j, k)
-	case AddBoth:
+	switch {
+	case !s.Running(j):
+		s.placeMin(j)
+	case k == AddBoth:
 		s.place(j, AddWorker)
 		s.place(j, AddPS)
+	default:
+		s.place(j, k)
 	}
 	s.Actions++
 	return nil

@@ -56,8 +56,8 @@ func (l Layout) Encode(s *Slot, off int, typeOf func(*Job) int, x []float64) {
 	F := l.Features()
 	for i := 0; i < l.Window && off+i < len(s.Jobs); i++ {
 		j := off + i
-		if !s.Running(j) {
-			continue // no minimum this slot: nothing to decide, zeros
+		if !s.Running(j) && !s.Waiting(j) {
+			continue // nothing to decide for it: zeros
 		}
 		row := x[i*F : (i+1)*F]
 		if t := typeOf(&s.Jobs[j]); t >= 0 && t < l.Types {

@@ -160,6 +160,15 @@ type RLOptions struct {
 	// the slot's reward, so the critic's TD error credits each action
 	// with what it changed (per-action advantages; see docs/dl2.md).
 	SlotReward bool
+	// Shaping adds potential-based shaping (Ng et al. 1999) to the
+	// per-decision steps: the potential of a state is the slot's reward
+	// its allocation is expected to earn (the sizers' speed model), so a
+	// decision's reward is the expected gain it adds and the slot's last
+	// transition gets what was realized beyond the expectation. The
+	// shaped returns differ from the plain ones by the first state's
+	// potential only, so the best policy is unchanged; the critic no
+	// longer has to resolve one task's effect inside a slot's reward.
+	Shaping bool
 	Seed       int64
 	// Episode returns the trace of training episode i (new jobs each time).
 	Episode func(i int) []TraceJob
@@ -168,6 +177,10 @@ type RLOptions struct {
 	EvalEvery int
 	Eval      func(m *Model) float64
 	Progress  func(step int, curve []CurvePoint)
+	// KeepBest ends training with the networks of the evaluation that
+	// scored best (early stopping on the validation traces; report on
+	// other traces).
+	KeepBest bool
 }
 
 // CurvePoint is one point of a learning curve.
@@ -200,11 +213,28 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 	if o.Epsilon > 0 {
 		pol.Explore = &Exploration{Epsilon: o.Epsilon, Ratio: 3, Rand: rng}
 	}
+	if !o.ActorCritic && !o.Shaping {
+		// Without a critic a decision's advantage is its own reward less
+		// the moving average: unshaped, that is the slot's reward.
+		o.SlotReward = true
+	}
 	u := newUpdater(m, o, rng)
 	var curve []CurvePoint
+	var best *Model
+	bestJCT := math.Inf(1)
+	defer func() {
+		if o.KeepBest && best != nil {
+			m.Policy.CopyFrom(best.Policy)
+			m.Value.CopyFrom(best.Value)
+		}
+	}()
 	eval := func(step int) {
 		if o.Eval != nil && o.EvalEvery > 0 && step%o.EvalEvery == 0 {
-			curve = append(curve, CurvePoint{Step: step, AvgJCT: o.Eval(m)})
+			v := o.Eval(m)
+			if o.KeepBest && v >= 0 && v < bestJCT {
+				bestJCT, best = v, m.Clone()
+			}
+			curve = append(curve, CurvePoint{Step: step, AvgJCT: v})
 			if o.Progress != nil {
 				o.Progress(step, curve)
 			}
@@ -214,12 +244,21 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 	step := 0
 	for ep := 0; step < o.Steps; ep++ {
 		var cur []Sample
+		var phi []float64
 		var prev []transition
-		pol.Record = func(x []float64, mask []bool, a int) { cur = append(cur, toSample(x, mask, a)) }
-		flush := func(next []float32) {
+		pol.Record = func(s *Slot, x []float64, mask []bool, a int) {
+			cur = append(cur, toSample(x, mask, a))
+			phi = append(phi, potential(s, env.slotS()))
+		}
+		// flush closes the transitions waiting for the next deciding
+		// slot's first state (nil: the episode ended) and updates.
+		flush := func(next []float32, nextPhi float64) {
 			for i := range prev {
 				if prev[i].open {
 					prev[i].next, prev[i].open = next, false
+					if o.Shaping {
+						prev[i].r += prev[i].disc * nextPhi
+					}
 				}
 			}
 			u.add(prev)
@@ -243,23 +282,32 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 			}
 			// The previous slot's transitions lead to this slot's first state.
 			if prev != nil {
-				flush(cur[0].X)
+				flush(cur[0].X, phi[0])
 			}
+			last := len(cur) - 1
 			for i, s := range cur {
-				if o.SlotReward || i == len(cur)-1 {
+				switch {
+				case o.SlotReward:
 					prev = append(prev, transition{s: s, r: r.Reward, disc: o.Gamma, open: true})
-					continue
+				case i == last && o.Shaping:
+					prev = append(prev, transition{s: s, r: r.Reward - phi[i], disc: o.Gamma, open: true})
+				case i == last:
+					prev = append(prev, transition{s: s, r: r.Reward, disc: o.Gamma, open: true})
+				case o.Shaping:
+					// The expected gain of this decision in this slot.
+					prev = append(prev, transition{s: s, r: phi[i+1] - phi[i], disc: 1, next: cur[i+1].X})
+				default:
+					// Inside the slot: no reward yet, the next decision's state.
+					prev = append(prev, transition{s: s, disc: 1, next: cur[i+1].X})
 				}
-				// Inside the slot: no reward yet, the next decision's state.
-				prev = append(prev, transition{s: s, disc: 1, next: cur[i+1].X})
 			}
-			cur = nil
+			cur, phi = nil, nil
 		})
 		if err != nil {
 			return curve, err
 		}
 		if prev != nil {
-			flush(nil)
+			flush(nil, 0)
 		}
 	}
 	return curve, nil
@@ -399,4 +447,24 @@ func (u *updater) update() {
 		u.vg.ClipNorm(5)
 		u.va.Step(u.m.Value, u.vg)
 	}
+}
+
+// potential is the slot reward the allocation of s is expected to earn:
+// each running job's expected epochs in the slot over its total.
+func potential(s *Slot, slotS float64) float64 {
+	var p float64
+	for j := range s.Jobs {
+		a := s.Alloc[j]
+		if v := s.SpeedOf(j, a.PS, a.Workers); v > 0 {
+			p += min(v*slotS, s.Jobs[j].Remaining()) / s.Jobs[j].Epochs
+		}
+	}
+	return p
+}
+
+func (e *Env) slotS() float64 {
+	if e.SlotS > 0 {
+		return e.SlotS
+	}
+	return DefaultSlotS
 }
