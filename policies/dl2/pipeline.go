@@ -32,7 +32,7 @@ type TrainConfig struct {
 	// kept model when RL.KeepBest).
 	TestSeed   int64
 	TestTraces int
-	Seed               int64 // network initialisation
+	Seed       int64 // network initialisation
 	// Model, when set, is trained further (no new model, no SL unless
 	// SL.Passes > 0).
 	Model *Model
@@ -51,8 +51,8 @@ type TrainReport struct {
 	SLAvgJCT      float64 `json:"sl_avg_jct_s"`
 	FinalAvgJCT   float64 `json:"final_avg_jct_s"`
 	// Curve is measured on the validation traces.
-	Curve        []CurvePoint `json:"curve"`
-	TeacherValJCT float64     `json:"teacher_val_avg_jct_s"`
+	Curve         []CurvePoint `json:"curve"`
+	TeacherValJCT float64      `json:"teacher_val_avg_jct_s"`
 }
 
 // Traces generates n traces with seeds seed, seed+1, ...

@@ -169,7 +169,7 @@ type RLOptions struct {
 	// potential only, so the best policy is unchanged; the critic no
 	// longer has to resolve one task's effect inside a slot's reward.
 	Shaping bool
-	Seed       int64
+	Seed    int64
 	// Episode returns the trace of training episode i (new jobs each time).
 	Episode func(i int) []TraceJob
 	// EvalEvery steps, Eval measures the current model (greedy) and its
