@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 
-.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean
+.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments
 
 all: build
 
@@ -37,6 +37,16 @@ test: deps fmt-check vet nomad
 # simulations. Results are recorded in docs/checks.md.
 test-long: deps nomad
 	RONDO_LONG=1 NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -timeout 120m -v -run '^TestLong' ./allocator/... ./e2e/
+	RONDO_DL2_STATES=1000000 $(GO) test -count=1 -timeout 60m -v -run '^TestPolicyNeverOvercommits$$' ./policies/dl2/
+
+# DL2: the shipped model (policies/dl2/default-model.json.gz) and the
+# experiments of docs/dl2.md (docs/dl2/).
+dl2-model: build
+	$(BIN)/rondo dl2 train -out $(BIN)/dl2-model.json -curve docs/dl2/curve-default.json
+	gzip -9 -n -c $(BIN)/dl2-model.json > policies/dl2/default-model.json.gz
+
+dl2-experiments: deps
+	RONDO_DL2_EXPERIMENTS=1 $(GO) test -count=1 -timeout 120m -v -run '^TestDL2Experiments$$' ./cmd/rondo/
 
 vet:
 	$(GO) vet ./...

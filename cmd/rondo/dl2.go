@@ -75,9 +75,9 @@ func newDL2Train() *dl2Train {
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
 	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths")
 	f.IntVar(&c.spare, "spare-types", 4, "spare one-hot slots for job types not seen in training")
-	f.StringVar(&c.types, "types", "", "comma-separated job types known at the start (default: all)")
+	f.StringVar(&c.types, "types", "", "comma-separated job types of the training traces and the model's one-hot at the start (default: all; validation and test traces have all)")
 	f.StringVar(&c.from, "from", "", "continue training this model (no supervised step unless -sl-passes is given explicitly)")
-	f.Int64Var(&c.seed, "seed", 1, "seed of the networks, the training and validation traces (100000·seed onwards) and the sampling")
+	f.Int64Var(&c.seed, "seed", 1, "seed of the networks, the training and validation traces (100000·seed onwards) and the sampling (the speed noise and the test traces are the same for every seed)")
 	f.BoolVar(&c.noAC, "no-actor-critic", false, "ablation: a moving average of rewards as the baseline instead of the value network")
 	f.BoolVar(&c.noExplore, "no-explore", false, "ablation: no job-aware exploration")
 	f.BoolVar(&c.noReplay, "no-replay", false, "ablation: no experience replay (the latest slot's decisions only)")
@@ -123,9 +123,9 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 		return dl2.TrainConfig{}, fmt.Errorf("-window must be >= 1")
 	}
 	cfg := dl2.TrainConfig{
-		Env:     dl2.Env{Servers: dl2.Servers(gpus/c.perServer, c.perServer, c.cpus), SlotS: c.round, Models: models, Noise: c.noise, Seed: c.seed},
+		Env:     dl2.Env{Servers: dl2.Servers(gpus/c.perServer, c.perServer, c.cpus), SlotS: c.round, Models: models, Noise: c.noise, Seed: 1},
 		Teacher: c.teacher, Window: c.window, Hidden: hidden, Spare: c.spare, Types: types,
-		Gen:       dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round, Models: types},
+		Gen: dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round}, TrainModels: types,
 		TrainSeed: 100000 * c.seed, ValSeed: 100000*c.seed + 90000, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
 		TestSeed: 1, TestTraces: c.testTraces,
 		SL: dl2.SLOptions{Passes: c.slPasses, Batch: 64, LR: c.slLR, Seed: c.seed},

@@ -20,6 +20,9 @@ type TrainConfig struct {
 	Types []string
 	// Gen generates the traces (its Seed is set per trace).
 	Gen GenOptions
+	// TrainModels, when set, are the only job types of the training traces
+	// (supervised and RL); validation and test traces keep Gen's.
+	TrainModels []string
 	// TrainSeed, ValSeed: trace i of training uses TrainSeed+i, validation
 	// trace i ValSeed+i.
 	TrainSeed, ValSeed int64
@@ -57,13 +60,25 @@ type TrainReport struct {
 
 // Traces generates n traces with seeds seed, seed+1, ...
 func (c *TrainConfig) Traces(seed int64, n int) [][]TraceJob {
+	return c.Gen.traces(seed, n, c.Env.Models)
+}
+
+func (g GenOptions) traces(seed int64, n int, models Models) [][]TraceJob {
 	out := make([][]TraceJob, n)
 	for i := range out {
-		g := c.Gen
 		g.Seed = seed + int64(i)
-		out[i] = Generate(g, c.Env.Models)
+		out[i] = Generate(g, models)
 	}
 	return out
+}
+
+// trainGen generates the training traces.
+func (c *TrainConfig) trainGen() GenOptions {
+	g := c.Gen
+	if c.TrainModels != nil {
+		g.Models = c.TrainModels
+	}
+	return g
 }
 
 // Evaluate is the mean average JCT of sizer sz over the traces.
@@ -120,7 +135,7 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 	}
 	eval, evalTest := evalOn(val), evalOn(test)
 	if c.SL.Passes > 0 && c.SLTraces > 0 {
-		demos, err := Demonstrations(&c.Env, c.Traces(c.TrainSeed, c.SLTraces), teacher, m)
+		demos, err := Demonstrations(&c.Env, c.trainGen().traces(c.TrainSeed, c.SLTraces, c.Env.Models), teacher, m)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -135,7 +150,7 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 		o := c.RL
 		base := c.TrainSeed + int64(c.SLTraces)
 		o.Episode = func(i int) []TraceJob {
-			g := c.Gen
+			g := c.trainGen()
 			g.Seed = base + int64(i)
 			return Generate(g, c.Env.Models)
 		}
