@@ -168,8 +168,8 @@ func batchesAre(c *api.Client, id string, n, ps int) (bool, string) {
 }
 
 // TestDL2OnNomad: a two-role elastic job (DL2: workers 1..3 of one GPU,
-// parameter servers 1..2) in a VC whose policy is "dl2" (the sizer, DRF
-// without a trained model) on one client with 3 fake V100s and 16 modelled
+// parameter servers 1..2) in a VC whose policy is "dl2" with the DRF
+// baseline as its sizer (dl2 { sizer = "drf" }) on one client with 3 fake V100s and 16 modelled
 // cores, 4 s rounds. Admitted alone it runs 2 workers and 2 parameter
 // servers (DRF adds a worker and a PS at a time, up to the PS maximum);
 // a fixed 2-GPU job arrives and the job shrinks to 1 worker and 1 PS in
@@ -185,6 +185,9 @@ func TestDL2OnNomad(t *testing.T) {
 	s := startStackWith(t, []cluster.ClientSpec{spec}, `round_seconds = 4
 vc "research" {
   policy = "dl2"
+  dl2 {
+    sizer = "drf"
+  }
 }
 `)
 	began := time.Now()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -200,7 +201,54 @@ type VC struct {
 	// a gandiva_fair VC's entities (it declares no entity blocks).
 	Users []User
 
+	// DL2 is a dl2 VC's dl2 block (policy = "dl2" only; a dl2 block in
+	// another VC is an error); nil when there is none: the learned sizer
+	// with the model Rondo ships.
+	DL2 *DL2Config
+
 	Range hcl.Range
+}
+
+// DL2Policy is the policy name a dl2 block requires.
+const DL2Policy = "dl2"
+
+// DL2Learned is the learned sizer's name in a dl2 block, its default.
+const DL2Learned = "learned"
+
+// DL2Sizers are the sizers a dl2 block may name: the learned one and the
+// baselines of policies/dl2 (dl2.Baselines(), which hcl does not link;
+// cmd/rondo's tests check that the two lists agree).
+var DL2Sizers = []string{DL2Learned, "drf", "fifo", "optimus", "srtf", "tetris"}
+
+// DL2Config is a dl2 VC's dl2 block: which sizer sizes its jobs' workers
+// and parameter servers, and, for the learned sizer, from which model.
+// hcl does not read the model: cmd/rondo loads it (a missing or corrupt
+// file is a config error there, at ModelRange).
+type DL2Config struct {
+	// Sizer is DL2Learned (the default) or a baseline's name.
+	Sizer string
+	// Model is the learned sizer's model file, relative paths resolved
+	// against the config file's directory; "" for the model Rondo ships.
+	Model string
+	// ModelRange is the model value's range (zero when unset).
+	ModelRange hcl.Range
+	// Range is the block's header.
+	Range hcl.Range
+}
+
+// IsDL2 reports whether the VC runs DL2's sizing (policy "dl2").
+func (v VC) IsDL2() bool {
+	c, err := names.Canonical(v.Policy)
+	return err == nil && c == DL2Policy
+}
+
+// DL2Sizer is the VC's dl2 sizer and model file, its dl2 block's or the
+// defaults (DL2Learned, "": the shipped model) without one.
+func (v VC) DL2Sizer() (sizer, model string) {
+	if v.DL2 == nil {
+		return DL2Learned, ""
+	}
+	return v.DL2.Sizer, v.DL2.Model
 }
 
 // GandivaFairPolicy is the policy name the Gandiva-fair fields require.
@@ -618,7 +666,7 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	content, diags := b.Body.Content(&hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"},
 			{Name: "trading"}, {Name: "quantum"}, {Name: "max_migrations"}, {Name: "trade_margin"}},
-		Blocks: []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}, {Type: "user", LabelNames: []string{"name"}}},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}, {Type: "user", LabelNames: []string{"name"}}, {Type: "dl2"}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
 		pairs, d := hcl.ExprMap(a.Expr)
@@ -674,6 +722,7 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	// With a bad policy, only the policy's error: whether the Gandiva-fair
 	// fields belong is unknown.
 	diags = append(diags, decodeGandivaFair(content, &v, policyOK)...)
+	diags = append(diags, decodeDL2(content, &v, policyOK)...)
 	if a, ok := content.Attributes["weight"]; ok {
 		w, d := floatAttr(a)
 		diags = append(diags, d...)
@@ -704,7 +753,7 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	}
 	for _, eb := range content.Blocks {
 		if eb.Type != "entity" {
-			continue // user: decodeGandivaFair
+			continue // user: decodeGandivaFair; dl2: decodeDL2
 		}
 		if v.GandivaFair() {
 			diags = append(diags, errAt(eb.DefRange, "Entity in a gandiva_fair VC",
@@ -836,6 +885,75 @@ func decodeGandivaFair(content *hcl.BodyContent, v *VC, policyOK bool) hcl.Diagn
 			u.Tickets = n
 		}
 		v.Users = append(v.Users, u)
+	}
+	return diags
+}
+
+// decodeDL2 reads a dl2 VC's dl2 block: sizer (one of DL2Sizers, default
+// DL2Learned) and model (a file name, the learned sizer only). A dl2 block
+// in a VC of another policy is an error (none when policyOK is false: the
+// policy itself is in error), and so is a second block. Every error names
+// the field at fault.
+func decodeDL2(content *hcl.BodyContent, v *VC, policyOK bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, b := range content.Blocks {
+		if b.Type != "dl2" {
+			continue
+		}
+		if !v.IsDL2() {
+			if policyOK {
+				diags = append(diags, errAt(b.DefRange, "Not a dl2 VC",
+					fmt.Sprintf("vc %q: dl2: only a dl2 VC chooses its sizer (policy is %q)", v.Name, v.Policy)))
+			}
+			continue
+		}
+		if v.DL2 != nil {
+			diags = append(diags, errAt(b.DefRange, "Duplicate dl2 block",
+				fmt.Sprintf("vc %q: a dl2 block is already declared at %s", v.Name, pos(v.DL2.Range))))
+			continue
+		}
+		d := &DL2Config{Sizer: DL2Learned, Range: b.DefRange}
+		v.DL2 = d
+		bc, dd := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "sizer"}, {Name: "model"}}})
+		diags = append(diags, dd...)
+		sizerOK := true
+		if a, ok := bc.Attributes["sizer"]; ok {
+			s, dd := stringAttr(a)
+			diags = append(diags, dd...)
+			sizerOK = !dd.HasErrors()
+			if sizerOK {
+				d.Sizer = s
+				if !slices.Contains(DL2Sizers, s) {
+					sizerOK = false
+					diags = append(diags, errAt(a.Expr.Range(), "Unknown dl2 sizer",
+						fmt.Sprintf("vc %q: dl2: sizer %q: want one of %s", v.Name, s, strings.Join(DL2Sizers, ", "))))
+				}
+			}
+		}
+		a, ok := bc.Attributes["model"]
+		if !ok || !sizerOK {
+			continue // with a bad sizer, only the sizer's error
+		}
+		if d.Sizer != DL2Learned {
+			diags = append(diags, errAt(a.NameRange, "Model with a baseline sizer",
+				fmt.Sprintf("vc %q: dl2: model: only the learned sizer reads a model (sizer is %q)", v.Name, d.Sizer)))
+			continue
+		}
+		m, dd := stringAttr(a)
+		diags = append(diags, dd...)
+		if dd.HasErrors() {
+			continue
+		}
+		d.ModelRange = a.Expr.Range()
+		if m == "" {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid model",
+				fmt.Sprintf("vc %q: dl2: model: want a file name (leave model out for the shipped model)", v.Name)))
+			continue
+		}
+		if !filepath.IsAbs(m) {
+			m = filepath.Join(filepath.Dir(a.NameRange.Filename), m)
+		}
+		d.Model = m
 	}
 	return diags
 }

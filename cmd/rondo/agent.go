@@ -90,6 +90,9 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	if diags.HasErrors() {
 		return nil, errors.New(rhcl.FormatDiagnostics(diags))
 	}
+	if err := checkVCSizers(cfg); err != nil {
+		return nil, err // a dl2 VC's model: at start, or a reload keeps the old config
+	}
 	s := &agentSettings{cfg: cfg, policy: rhcl.DefaultVCPolicy, round: time.Duration(cfg.RoundSeconds) * time.Second}
 	// Without cells, one policy for the whole cluster: the first VC's.
 	// With cells and VCs, each VC runs its own policy on its cells.
@@ -126,8 +129,9 @@ func (c *agentCmd) load() (*agentSettings, error) {
 
 // deciderKey is what the decider is built from, without source positions:
 // the round length, cell types, cells with their selectors, and each VC's
-// quota or share, policy, weight and entities. A reload rebuilds the
-// decider when it changes.
+// quota or share, policy, weight and entities, and a dl2 VC's sizer (its
+// model file's content included). A reload rebuilds the decider when it
+// changes.
 func deciderKey(s *agentSettings) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "round %s\n", s.round)
@@ -148,8 +152,8 @@ func deciderKey(s *agentSettings) string {
 		for _, u := range s.cfg.VCs[i].Users {                           // not their ranges: moving a line rebuilds nothing
 			fmt.Fprintf(&b, " user %q %d", u.Name, u.Tickets)
 		}
-		fmt.Fprintf(&b, " %v %v %v %v\n", s.cfg.VCs[i].Trading, s.cfg.VCs[i].Quantum, s.cfg.VCs[i].MaxMigrations,
-			s.cfg.VCs[i].TradeMargin)
+		fmt.Fprintf(&b, " %v %v %v %v%s\n", s.cfg.VCs[i].Trading, s.cfg.VCs[i].Quantum, s.cfg.VCs[i].MaxMigrations,
+			s.cfg.VCs[i].TradeMargin, dl2Key(s.cfg.VCs[i]))
 	}
 	fmt.Fprintf(&b, "placement %q profiles %q learn %v", s.cfg.Placement, s.cfg.Profiles, s.cfg.LearnProfiles)
 	if s.cfg.Profiles != "" {

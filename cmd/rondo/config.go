@@ -45,6 +45,10 @@ func (c *configValidate) Run(args []string) int {
 		}
 		return 1
 	}
+	if err := checkVCSizers(cfg); err != nil {
+		fmt.Fprintln(c.stderr, err) // a dl2 VC's model file
+		return 1
+	}
 	tree := rhcl.NewTypeTree(cfg.CellTypes)
 	gpus := 0
 	for _, cell := range cfg.Cells {

@@ -165,6 +165,9 @@ func (c *simulateCmd) runVC() int {
 	for i := range cfg.VCs {
 		cfg.VCs[i].Policy = pols[i]
 	}
+	if err := checkVCSizers(cfg); err != nil {
+		return c.fail(err) // a dl2 VC's model file
+	}
 	if c.vc.oppPolicy != rhcl.DefaultVCPolicy {
 		return c.fail(fmt.Errorf("--opp-policy %q: opportunistic jobs run under the agent's policy for them, %s (the only value accepted)", c.vc.oppPolicy, rhcl.DefaultVCPolicy))
 	}
@@ -574,6 +577,9 @@ func (c *simulateCmd) runVCSim() int {
 	cfg, diags := rhcl.LoadPath(c.vc.config)
 	if diags.HasErrors() {
 		return c.fail(errors.New(rhcl.FormatDiagnostics(diags)))
+	}
+	if err := checkVCSizers(cfg); err != nil {
+		return c.fail(err) // a dl2 VC's model file
 	}
 	prices, err := parsePrices(c.prices)
 	if err != nil {

@@ -1,0 +1,6 @@
+vc "ml" {
+  policy = "fifo"
+  dl2 {
+    sizer = "drf"
+  }
+}

@@ -1,0 +1,6 @@
+vc "ml" {
+  policy = "dl2"
+  dl2 {
+    sizer = "dl2"
+  }
+}
