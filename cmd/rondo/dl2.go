@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +34,7 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 
 type dl2Train struct {
 	base
-	out, curve, teacher, cluster, hidden, speeds, from                string
+	out, curve, teacher, cluster, hidden, speeds, from, arch          string
 	perServer, cpus, window, spare, warmup, batch, replay             int
 	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces          int
 	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon      float64
@@ -73,7 +75,8 @@ func newDL2Train() *dl2Train {
 	f.IntVar(&c.testTraces, "test-traces", 5, "held-out test traces (seeds 1..N, the same for every -seed) the printed numbers are measured on")
 	f.BoolVar(&c.keepLast, "keep-last", false, "keep the networks of the last RL step instead of the best on the validation traces")
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
-	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths")
+	f.StringVar(&c.arch, "arch", dl2.ArchMLP, "the networks: mlp (DL2's: one MLP over the whole window) or perjob (weights shared across job positions: a per-job encoder, a mean-pooled context, a per-job head)")
+	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths (perjob: the per-job encoder's, then the head's and the context networks')")
 	f.IntVar(&c.spare, "spare-types", 4, "spare one-hot slots for job types not seen in training")
 	f.StringVar(&c.types, "types", "", "comma-separated job types of the training traces and the model's one-hot at the start (default: all; validation and test traces have all)")
 	f.StringVar(&c.from, "from", "", "continue training this model (no supervised step unless -sl-passes is given explicitly)")
@@ -119,12 +122,15 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 			types = append(types, t)
 		}
 	}
+	if !slices.Contains(dl2.Archs, c.arch) {
+		return dl2.TrainConfig{}, fmt.Errorf("-arch: unknown architecture %q (known: %s)", c.arch, strings.Join(dl2.Archs, ", "))
+	}
 	if c.window < 1 {
 		return dl2.TrainConfig{}, fmt.Errorf("-window must be >= 1")
 	}
 	cfg := dl2.TrainConfig{
 		Env:     dl2.Env{Servers: dl2.Servers(gpus/c.perServer, c.perServer, c.cpus), SlotS: c.round, Models: models, Noise: c.noise, Seed: 1},
-		Teacher: c.teacher, Window: c.window, Hidden: hidden, Spare: c.spare, Types: types,
+		Teacher: c.teacher, Window: c.window, Arch: c.arch, Hidden: hidden, Spare: c.spare, Types: types,
 		Gen: dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round}, TrainModels: types,
 		TrainSeed: 100000 * c.seed, ValSeed: 100000*c.seed + 90000, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
 		TestSeed: 1, TestTraces: c.testTraces,
@@ -184,8 +190,11 @@ func (c *dl2Train) Run(args []string) int {
 		if cfg.Model, err = dl2.LoadModel(c.from); err != nil {
 			return c.fail(err)
 		}
-		slSet := false
-		c.flags.Visit(func(f *flag.Flag) { slSet = slSet || f.Name == "sl-passes" })
+		slSet, archSet := false, false
+		c.flags.Visit(func(f *flag.Flag) { slSet, archSet = slSet || f.Name == "sl-passes", archSet || f.Name == "arch" })
+		if a := cmp.Or(cfg.Model.Arch, dl2.ArchMLP); archSet && a != c.arch {
+			return c.fail(fmt.Errorf("-arch %s: %s is a %s model", c.arch, c.from, a))
+		}
 		if !slSet {
 			cfg.SL.Passes = 0
 		}
