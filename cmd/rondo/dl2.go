@@ -34,13 +34,13 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 
 type dl2Train struct {
 	base
-	out, curve, teacher, cluster, hidden, speeds, from, arch          string
-	perServer, cpus, window, spare, warmup, batch, replay             int
-	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces          int
-	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon      float64
-	seed                                                              int64
-	noAC, noExplore, noReplay, quiet, slotReward, noShaping, keepLast bool
-	types                                                             string
+	out, curve, teacher, cluster, hidden, speeds, from, arch                     string
+	perServer, cpus, window, spare, warmup, batch, replay                        int
+	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces, updateEvery        int
+	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon                 float64
+	seed                                                                         int64
+	noAC, noExplore, noReplay, quiet, slotReward, noShaping, keepLast, advCenter bool
+	types                                                                        string
 }
 
 func newDL2Train() *dl2Train {
@@ -71,6 +71,8 @@ func newDL2Train() *dl2Train {
 	f.Float64Var(&c.epsilon, "epsilon", 0.2, "job-aware exploration probability")
 	f.BoolVar(&c.noShaping, "no-shaping", false, "no potential-based reward shaping of the per-decision steps (the expected gain of each decision)")
 	f.BoolVar(&c.slotReward, "slot-reward", false, "every decision of a slot gets the slot's reward and the next slot's state (DL2 as written) instead of per-decision TD steps")
+	f.BoolVar(&c.advCenter, "adv-center", false, "subtract the minibatch's mean advantage before dividing by its standard deviation (default: scale only)")
+	f.IntVar(&c.updateEvery, "update-every", 1, "one RL update every this many slots (-steps counts updates)")
 	f.IntVar(&c.valTraces, "val-traces", 3, "held-out validation traces (the learning curve; they pick the model kept)")
 	f.IntVar(&c.testTraces, "test-traces", 5, "held-out test traces (seeds 1..N, the same for every -seed) the printed numbers are measured on")
 	f.BoolVar(&c.keepLast, "keep-last", false, "keep the networks of the last RL step instead of the best on the validation traces")
@@ -136,6 +138,7 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 		TestSeed: 1, TestTraces: c.testTraces,
 		SL: dl2.SLOptions{Passes: c.slPasses, Batch: 64, LR: c.slLR, Seed: c.seed},
 		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: c.batch, LR: c.rlLR, ValueLR: c.vLR, Warmup: c.warmup, Gamma: c.gamma, Entropy: c.entropy, Epsilon: c.epsilon, Replay: c.replay, SlotReward: c.slotReward, Shaping: !c.noShaping,
+			CenterAdvantages: c.advCenter, UpdateEvery: c.updateEvery,
 			ActorCritic: !c.noAC, Seed: c.seed, EvalEvery: max(c.rlSteps/20, 1), KeepBest: !c.keepLast},
 	}
 	if c.noExplore {

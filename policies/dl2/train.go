@@ -169,7 +169,14 @@ type RLOptions struct {
 	// potential only, so the best policy is unchanged; the critic no
 	// longer has to resolve one task's effect inside a slot's reward.
 	Shaping bool
-	Seed    int64
+	// CenterAdvantages subtracts the minibatch's mean advantage before
+	// dividing by the standard deviation (default: the scale only).
+	CenterAdvantages bool
+	// UpdateEvery slots one update is made (0, 1: every slot; Steps
+	// counts updates): fewer updates per slot of new data, each sample of
+	// the replay buffer used in fewer updates.
+	UpdateEvery int
+	Seed        int64
 	// Episode returns the trace of training episode i (new jobs each time).
 	Episode func(i int) []TraceJob
 	// EvalEvery steps, Eval measures the current model (greedy) and its
@@ -241,7 +248,7 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 		}
 	}
 	eval(0)
-	step := 0
+	step, slots := 0, 0
 	for ep := 0; step < o.Steps; ep++ {
 		var cur []Sample
 		var phi []float64
@@ -262,7 +269,7 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 				}
 			}
 			u.add(prev)
-			if step < o.Steps {
+			if slots++; step < o.Steps && slots%max(o.UpdateEvery, 1) == 0 {
 				u.update()
 				step++
 				eval(step)
@@ -402,7 +409,18 @@ func (u *updater) update() {
 		u.tgt = append(u.tgt, target)
 		u.advs = append(u.advs, adv)
 	}
-	// Normalize the advantages (scale only) for a steady step size.
+	// Normalize the advantages (scale only, unless centered) for a
+	// steady step size.
+	if u.o.CenterAdvantages {
+		var mean float64
+		for _, a := range u.advs {
+			mean += a
+		}
+		mean /= float64(len(u.advs))
+		for b := range u.advs {
+			u.advs[b] -= mean
+		}
+	}
 	var sd float64
 	for _, a := range u.advs {
 		sd += a * a
