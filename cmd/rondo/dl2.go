@@ -77,7 +77,7 @@ func newDL2Train() *dl2Train {
 	f.IntVar(&c.testTraces, "test-traces", 5, "held-out test traces (seeds 1..N, the same for every -seed) the printed numbers are measured on")
 	f.BoolVar(&c.keepLast, "keep-last", false, "keep the networks of the last RL step instead of the best on the validation traces")
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
-	f.StringVar(&c.arch, "arch", dl2.ArchMLP, "the networks: mlp (DL2's: one MLP over the whole window) or perjob (weights shared across job positions: a per-job encoder, a mean-pooled context, a per-job head)")
+	f.StringVar(&c.arch, "arch", dl2.ArchPerJob, "the networks: perjob (weights shared across job positions: a per-job encoder, a mean-pooled context, a per-job head; online RL improves on the bootstrap with it) or mlp (DL2's: one MLP over the whole window)")
 	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths (perjob: the per-job encoder's, then the head's and the context networks')")
 	f.IntVar(&c.spare, "spare-types", 4, "spare one-hot slots for job types not seen in training")
 	f.StringVar(&c.types, "types", "", "comma-separated job types of the training traces and the model's one-hot at the start (default: all; validation and test traces have all)")
