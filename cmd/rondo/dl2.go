@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,13 +34,13 @@ func (*dl2Cmd) Run([]string) int { return cli.RunResultHelp }
 
 type dl2Train struct {
 	base
-	out, curve, teacher, cluster, hidden, speeds, from                string
-	perServer, cpus, window, spare, warmup, batch, replay             int
-	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces          int
-	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon      float64
-	seed                                                              int64
-	noAC, noExplore, noReplay, quiet, slotReward, noShaping, keepLast bool
-	types                                                             string
+	out, curve, teacher, cluster, hidden, speeds, from, arch                     string
+	perServer, cpus, window, spare, warmup, batch, replay                        int
+	slTraces, slPasses, rlSteps, valTraces, jobs, testTraces, updateEvery        int
+	round, rate, noise, slLR, rlLR, vLR, gamma, entropy, epsilon                 float64
+	seed                                                                         int64
+	noAC, noExplore, noReplay, quiet, slotReward, noShaping, keepLast, advCenter bool
+	types                                                                        string
 }
 
 func newDL2Train() *dl2Train {
@@ -69,11 +71,14 @@ func newDL2Train() *dl2Train {
 	f.Float64Var(&c.epsilon, "epsilon", 0.2, "job-aware exploration probability")
 	f.BoolVar(&c.noShaping, "no-shaping", false, "no potential-based reward shaping of the per-decision steps (the expected gain of each decision)")
 	f.BoolVar(&c.slotReward, "slot-reward", false, "every decision of a slot gets the slot's reward and the next slot's state (DL2 as written) instead of per-decision TD steps")
+	f.BoolVar(&c.advCenter, "adv-center", false, "subtract the minibatch's mean advantage before dividing by its standard deviation (default: scale only)")
+	f.IntVar(&c.updateEvery, "update-every", 1, "one RL update every this many slots (-steps counts updates)")
 	f.IntVar(&c.valTraces, "val-traces", 3, "held-out validation traces (the learning curve; they pick the model kept)")
 	f.IntVar(&c.testTraces, "test-traces", 5, "held-out test traces (seeds 1..N, the same for every -seed) the printed numbers are measured on")
 	f.BoolVar(&c.keepLast, "keep-last", false, "keep the networks of the last RL step instead of the best on the validation traces")
 	f.IntVar(&c.window, "window", 40, "J: jobs per decision window")
-	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths")
+	f.StringVar(&c.arch, "arch", dl2.ArchPerJob, "the networks: perjob (weights shared across job positions: a per-job encoder, a mean-pooled context, a per-job head; online RL improves on the bootstrap with it) or mlp (DL2's: one MLP over the whole window)")
+	f.StringVar(&c.hidden, "hidden", "64,64", "hidden layer widths (perjob: the per-job encoder's, then the head's and the context networks')")
 	f.IntVar(&c.spare, "spare-types", 4, "spare one-hot slots for job types not seen in training")
 	f.StringVar(&c.types, "types", "", "comma-separated job types of the training traces and the model's one-hot at the start (default: all; validation and test traces have all)")
 	f.StringVar(&c.from, "from", "", "continue training this model (no supervised step unless -sl-passes is given explicitly)")
@@ -119,17 +124,21 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 			types = append(types, t)
 		}
 	}
+	if !slices.Contains(dl2.Archs, c.arch) {
+		return dl2.TrainConfig{}, fmt.Errorf("-arch: unknown architecture %q (known: %s)", c.arch, strings.Join(dl2.Archs, ", "))
+	}
 	if c.window < 1 {
 		return dl2.TrainConfig{}, fmt.Errorf("-window must be >= 1")
 	}
 	cfg := dl2.TrainConfig{
 		Env:     dl2.Env{Servers: dl2.Servers(gpus/c.perServer, c.perServer, c.cpus), SlotS: c.round, Models: models, Noise: c.noise, Seed: 1},
-		Teacher: c.teacher, Window: c.window, Hidden: hidden, Spare: c.spare, Types: types,
+		Teacher: c.teacher, Window: c.window, Arch: c.arch, Hidden: hidden, Spare: c.spare, Types: types,
 		Gen: dl2.GenOptions{Jobs: c.jobs, JobsPerSlot: c.rate, SlotS: c.round}, TrainModels: types,
 		TrainSeed: 100000 * c.seed, ValSeed: 100000*c.seed + 90000, SLTraces: c.slTraces, ValTraces: c.valTraces, Seed: c.seed,
 		TestSeed: 1, TestTraces: c.testTraces,
 		SL: dl2.SLOptions{Passes: c.slPasses, Batch: 64, LR: c.slLR, Seed: c.seed},
 		RL: dl2.RLOptions{Steps: c.rlSteps, Batch: c.batch, LR: c.rlLR, ValueLR: c.vLR, Warmup: c.warmup, Gamma: c.gamma, Entropy: c.entropy, Epsilon: c.epsilon, Replay: c.replay, SlotReward: c.slotReward, Shaping: !c.noShaping,
+			CenterAdvantages: c.advCenter, UpdateEvery: c.updateEvery,
 			ActorCritic: !c.noAC, Seed: c.seed, EvalEvery: max(c.rlSteps/20, 1), KeepBest: !c.keepLast},
 	}
 	if c.noExplore {
@@ -184,8 +193,11 @@ func (c *dl2Train) Run(args []string) int {
 		if cfg.Model, err = dl2.LoadModel(c.from); err != nil {
 			return c.fail(err)
 		}
-		slSet := false
-		c.flags.Visit(func(f *flag.Flag) { slSet = slSet || f.Name == "sl-passes" })
+		slSet, archSet := false, false
+		c.flags.Visit(func(f *flag.Flag) { slSet, archSet = slSet || f.Name == "sl-passes", archSet || f.Name == "arch" })
+		if a := cmp.Or(cfg.Model.Arch, dl2.ArchMLP); archSet && a != c.arch {
+			return c.fail(fmt.Errorf("-arch %s: %s is a %s model", c.arch, c.from, a))
+		}
 		if !slSet {
 			cfg.SL.Passes = 0
 		}

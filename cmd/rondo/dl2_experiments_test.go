@@ -87,6 +87,7 @@ func TestDL2Experiments(t *testing.T) {
 		train("dl2", seed)
 	}
 	for seed := int64(1); seed <= 3; seed++ {
+		train("mlp", seed, "-arch", "mlp")
 		train("no-actor-critic", seed, "-no-actor-critic")
 		train("no-explore", seed, "-no-explore")
 		train("no-replay", seed, "-no-replay")
@@ -113,7 +114,7 @@ func TestDL2Experiments(t *testing.T) {
 	}
 	res["runs"] = runs
 	summary := map[string][2]float64{}
-	for _, name := range []string{"dl2", "no-actor-critic", "no-explore", "no-replay", "no-shaping", "teacher-fifo", "teacher-srtf", "new-types"} {
+	for _, name := range []string{"dl2", "mlp", "no-actor-critic", "no-explore", "no-replay", "no-shaping", "teacher-fifo", "teacher-srtf", "new-types"} {
 		var xs, ss []float64
 		for _, r := range runs {
 			if r.Name == name {

@@ -1,6 +1,8 @@
 package dl2
 
 import (
+	"fmt"
+	"os"
 	"testing"
 )
 
@@ -22,24 +24,48 @@ func benchSlot(n int) ([]Server, []Job) {
 // BenchmarkSlotDecision is one slot's whole decision by the shipped model
 // at J = 40 with 40 active jobs (every action's forward pass, masks and
 // placement): docs/dl2.md records it against DL2's 3 ms and the issue's
-// 1 ms.
+// 1 ms. The perjob rows are an untrained weight-shared model of the same
+// widths that never stops (RONDO_DL2_BENCH_MODEL: a model file instead,
+// e.g. a trained perjob model).
 func BenchmarkSlotDecision(b *testing.B) {
 	m, err := DefaultModel()
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := NewPolicy(m, nil)
-	for _, n := range []int{10, 40} {
-		b.Run(map[int]string{10: "jobs=10", 40: "jobs=40"}[n], func(b *testing.B) {
-			servers, jobs := benchSlot(n)
-			actions := 0
-			for i := 0; i < b.N; i++ {
-				s := NewSlot(servers, jobs, Table1().Speed())
-				p.Decide(s)
-				actions += s.Actions
-			}
-			b.ReportMetric(float64(actions)/float64(b.N), "actions/slot")
-		})
+	pj, err := NewArchModel(ArchPerJob, 40, Table1().Names(), 4, []int{64, 64}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Untrained it would stop at once: its stop logit biased down, it
+	// adds tasks until nothing fits (the most actions a slot can take).
+	stop := pj.Policy.(*perJob).Ctx
+	stop.B[len(stop.B)-1][0] = -100
+	pj.Checksum = pj.sum()
+	if f := os.Getenv("RONDO_DL2_BENCH_MODEL"); f != "" {
+		if pj, err = LoadModel(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		m    *Model
+	}{{"", m}, {pj.arch() + "/", pj}} {
+		p := NewPolicy(c.m, nil)
+		for _, n := range []int{10, 40} {
+			b.Run(fmt.Sprintf("%sjobs=%d", c.name, n), func(b *testing.B) {
+				servers, jobs := benchSlot(n)
+				actions := 0
+				for i := 0; i < b.N; i++ {
+					s := NewSlot(servers, jobs, Table1().Speed())
+					p.Decide(s)
+					actions += s.Actions
+				}
+				if p.Fallbacks > 0 {
+					b.Fatal("fell back to DRF")
+				}
+				b.ReportMetric(float64(actions)/float64(b.N), "actions/slot")
+			})
+		}
 	}
 }
 

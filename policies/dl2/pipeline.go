@@ -1,6 +1,7 @@
 package dl2
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -13,8 +14,10 @@ type TrainConfig struct {
 	Env     Env    // servers, slot, models, noise
 	Teacher string // drf (DL2's default), fifo or srtf
 	Window  int    // J
-	Hidden  []int  // hidden layer widths
-	Spare   int    // spare one-hot slots for new job types
+	// Arch is the networks' architecture (ArchMLP when "", ArchPerJob).
+	Arch   string
+	Hidden []int // hidden layer widths (NewArchModel)
+	Spare  int   // spare one-hot slots for new job types
 	// Types are the job types the model knows from the start (nil: every
 	// model of Env.Models).
 	Types []string
@@ -110,7 +113,9 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 	}
 	m := c.Model
 	if m == nil {
-		m = NewModel(c.Window, types, c.Spare, c.Hidden, c.Seed)
+		if m, err = NewArchModel(cmp.Or(c.Arch, ArchMLP), c.Window, types, c.Spare, c.Hidden, c.Seed); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := func() error { m.Checksum = m.sum(); return m.Validate() }(); err != nil {
 		return nil, nil, err
@@ -166,6 +171,7 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 		m.Trained = map[string]string{}
 	}
 	m.Trained["teacher"] = teacher.Name()
+	m.Trained["arch"] = m.arch()
 	m.Trained["sl_traces"] = fmt.Sprint(c.SLTraces)
 	m.Trained["rl_steps"] = fmt.Sprint(c.RL.Steps)
 	m.Trained["types"] = fmt.Sprint(slices.DeleteFunc(slices.Clone(m.Types), func(s string) bool { return s == "" }))

@@ -34,9 +34,9 @@ type Policy struct {
 	Fallbacks int
 	logged    map[string]bool
 
-	x, pre, probs []float64
-	mask          []bool
-	tape          *nn.Tape
+	x, probs []float64
+	mask     []bool
+	inc      inc
 }
 
 // Exploration is DL2's job-aware exploration: in a poor state (a job whose
@@ -59,10 +59,9 @@ func NewPolicy(m *Model, logf func(string, ...any)) *Policy {
 	}
 	l := m.Layout()
 	p.x = make([]float64, l.Inputs())
-	p.pre = make([]float64, m.Policy.Sizes[1])
 	p.probs = make([]float64, l.Actions())
 	p.mask = make([]bool, l.Actions())
-	p.tape = nn.NewTape(m.Policy)
+	p.inc = m.Policy.newInc(l)
 	return p
 }
 
@@ -96,12 +95,12 @@ func (p *Policy) Decide(s *Slot) {
 	typeOf := func(j *Job) int { return m.TypeIndex(j.Model) }
 	for off := 0; off < len(s.Jobs); off += l.Window {
 		l.Encode(s, off, typeOf, p.x)
-		m.Policy.Pre(p.x, p.pre)
+		p.inc.begin(p.x)
 		for {
 			if l.Mask(s, off, p.mask) == 0 {
 				break
 			}
-			logits := m.Policy.ForwardPre(p.pre, p.tape)
+			logits := p.inc.logits()
 			nn.MaskedSoftmax(logits, p.mask, p.probs)
 			a, ok := p.choose(logits)
 			if !ok {
@@ -127,18 +126,12 @@ func (p *Policy) Decide(s *Slot) {
 	}
 }
 
-// update refreshes job i's allocation features in x and the first
-// layer's pre-activation (three coordinates change per action).
+// update refreshes job i's allocation features in x (three coordinates
+// change per action) and the network's incremental inference.
 func (p *Policy) update(s *Slot, l Layout, off, i int) {
-	idx := l.allocIndexes(i)
-	old := [3]float64{p.x[idx[0]], p.x[idx[1]], p.x[idx[2]]}
 	F := l.Features()
 	l.encodeAlloc(s, off+i, p.x[i*F:(i+1)*F])
-	for n, c := range idx {
-		if d := p.x[c] - old[n]; d != 0 {
-			p.model.Policy.AddInput(p.pre, c, d)
-		}
-	}
+	p.inc.update(i, p.x)
 }
 
 // choose picks the action: sampled from the softmax or the most probable.

@@ -31,8 +31,8 @@ func randomSlotJobs(r *rand.Rand) ([]Server, []Job) {
 }
 
 // TestPolicyNeverOvercommits: random states (random clusters, jobs past
-// the window, an untrained network sampling its actions, so every kind
-// of action is taken) never give an allocation over a server's capacity
+// the window, untrained networks of each architecture sampling their
+// actions, so every kind of action is taken) never give an allocation over a server's capacity
 // or a job's bounds. 10^4 states here; RONDO_DL2_STATES=1000000 (make
 // test-long) runs 10^6.
 func TestPolicyNeverOvercommits(t *testing.T) {
@@ -41,18 +41,21 @@ func TestPolicyNeverOvercommits(t *testing.T) {
 		n = 1000000
 	}
 	r := rand.New(rand.NewSource(1))
-	m := NewModel(8, Table1().Names(), 2, []int{16}, 1)
-	m.Checksum = m.sum()
-	pol := NewPolicy(m, t.Logf)
-	pol.Rand = r
-	pol.Explore = &Exploration{Epsilon: 0.3, Ratio: 3, Rand: r}
-	greedy := NewPolicy(m, t.Logf)
+	var pols []*Policy // per architecture: sampling, greedy
+	for _, arch := range Archs {
+		m, err := NewArchModel(arch, 8, Table1().Names(), 2, []int{16}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Checksum = m.sum()
+		pol := NewPolicy(m, t.Logf)
+		pol.Rand = r
+		pol.Explore = &Exploration{Epsilon: 0.3, Ratio: 3, Rand: r}
+		pols = append(pols, pol, NewPolicy(m, t.Logf))
+	}
 	for i := 0; i < n; i++ {
 		servers, jobs := randomSlotJobs(r)
-		p := pol
-		if i%2 == 1 {
-			p = greedy
-		}
+		p := pols[i%len(pols)]
 		s := NewSlot(servers, jobs, Table1().Speed())
 		p.Decide(s)
 		if err := Check(servers, s); err != nil {
@@ -103,14 +106,15 @@ func TestBadModelDecidesAsDRF(t *testing.T) {
 		}
 	}
 	nan := good.Clone()
-	nan.Policy.B[len(nan.Policy.B)-1][0] = math.NaN()
+	nanNet := nan.Policy.(*mlpNet)
+	nanNet.B[len(nanNet.B)-1][0] = math.NaN()
 	nanValid := good.Clone() // NaN only at run time: huge weights overflow
-	for _, w := range nanValid.Policy.W {
+	for _, w := range nanValid.Policy.(*mlpNet).W {
 		for i := range w {
 			w[i] = 1e300
 		}
 	}
-	nanValid.Policy.Changed()
+	nanValid.Policy.(*mlpNet).Changed()
 	nanValid.Checksum = nanValid.sum()
 	r := rand.New(rand.NewSource(5))
 	for name, m := range map[string]*Model{"missing": nil, "nan": nan, "overflow": nanValid} {
@@ -139,42 +143,47 @@ func TestNewTypesTakeSpareSlots(t *testing.T) {
 	}
 }
 
-// TestIncrementalEncoding: the policy's incremental first layer equals a
-// fresh encoding after every action.
+// TestIncrementalEncoding: the policy's incremental inference equals a
+// fresh encoding and a whole forward pass after every action, for each
+// architecture.
 func TestIncrementalEncoding(t *testing.T) {
-	r := rand.New(rand.NewSource(2))
-	m := NewModel(40, Table1().Names(), 2, []int{32, 32}, 1)
-	m.Checksum = m.sum()
-	p := NewPolicy(m, nil)
-	l := m.Layout()
-	fresh := make([]float64, l.Inputs())
-	pre := make([]float64, m.Policy.Sizes[1])
-	steps := 0
-	var cur *Slot
-	enc := make([]float64, l.Inputs())
-	p.Record = func(_ *Slot, x []float64, mask []bool, a int) {
-		steps++
-		l.Encode(cur, 0, func(j *Job) int { return m.TypeIndex(j.Model) }, enc)
-		for i := range x {
-			if x[i] != enc[i] {
-				t.Fatalf("step %d: input %d is %g, a fresh encoding gives %g", steps, i, x[i], enc[i])
+	for _, arch := range Archs {
+		r := rand.New(rand.NewSource(2))
+		m, err := NewArchModel(arch, 40, Table1().Names(), 2, []int{32, 32}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Checksum = m.sum()
+		p := NewPolicy(m, nil)
+		l := m.Layout()
+		tape := m.Policy.newTape()
+		steps := 0
+		var cur *Slot
+		enc := make([]float64, l.Inputs())
+		p.Record = func(_ *Slot, x []float64, mask []bool, a int) {
+			steps++
+			l.Encode(cur, 0, func(j *Job) int { return m.TypeIndex(j.Model) }, enc)
+			for i := range x {
+				if x[i] != enc[i] {
+					t.Fatalf("%s step %d: input %d is %g, a fresh encoding gives %g", arch, steps, i, x[i], enc[i])
+				}
+			}
+			want := m.Policy.Forward(enc, tape)
+			got := p.inc.logits()
+			for i := range want {
+				if math.Abs(want[i]-got[i]) > 1e-9 {
+					t.Fatalf("%s step %d: logit %d drifted: %g vs %g", arch, steps, i, got[i], want[i])
+				}
 			}
 		}
-		copy(fresh, x)
-		m.Policy.Pre(fresh, pre)
-		for i := range pre {
-			if math.Abs(pre[i]-p.pre[i]) > 1e-9 {
-				t.Fatalf("step %d: pre-activation %d drifted: %g vs %g", steps, i, p.pre[i], pre[i])
-			}
+		p.Rand = r
+		for i := 0; i < 50; i++ {
+			servers, jobs := randomSlotJobs(r)
+			cur = NewSlot(servers, jobs[:min(len(jobs), l.Window)], nil)
+			p.Decide(cur)
 		}
-	}
-	p.Rand = r
-	for i := 0; i < 50; i++ {
-		servers, jobs := randomSlotJobs(r)
-		cur = NewSlot(servers, jobs[:min(len(jobs), l.Window)], nil)
-		p.Decide(cur)
-	}
-	if steps == 0 {
-		t.Fatal("no decisions")
+		if steps == 0 {
+			t.Fatal("no decisions")
+		}
 	}
 }

@@ -75,13 +75,6 @@ func (l Layout) encodeAlloc(s *Slot, j int, row []float64) {
 	row[l.Types+featPS] = squashCount(s.Alloc[j].PS)
 }
 
-// allocIndexes are the input coordinates an action on window position i
-// changes (share, workers, PS).
-func (l Layout) allocIndexes(i int) [3]int {
-	b := i*l.Features() + l.Types
-	return [3]int{b + featShare, b + featWorkers, b + featPS}
-}
-
 // Mask writes which actions of window [off, off+J) are feasible; stop is
 // feasible when any other action is. It returns the number feasible
 // (stop excluded).

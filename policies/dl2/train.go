@@ -100,10 +100,10 @@ func Supervised(m *Model, samples []Sample, o SLOptions) float64 {
 	}
 	rng := rand.New(rand.NewSource(o.Seed))
 	net := m.Policy
-	adam := nn.NewAdam(net, o.LR)
-	g := nn.NewGrads(net)
-	tape := nn.NewTape(net)
-	x := make([]float64, net.Sizes[0])
+	adam := newAdam(net, o.LR)
+	g := newGrads(net)
+	tape := net.newTape()
+	x := make([]float64, m.Layout().Inputs())
 	probs := make([]float64, m.Actions)
 	d := make([]float64, m.Actions)
 	idx := rng.Perm(len(samples))
@@ -127,7 +127,7 @@ func Supervised(m *Model, samples []Sample, o SLOptions) float64 {
 			}
 			g.Scale(1 / float64(end-start))
 			g.ClipNorm(5)
-			adam.Step(net, g)
+			adam.step(net, g)
 		}
 		loss /= float64(len(idx))
 		if o.Progress != nil {
@@ -169,7 +169,14 @@ type RLOptions struct {
 	// potential only, so the best policy is unchanged; the critic no
 	// longer has to resolve one task's effect inside a slot's reward.
 	Shaping bool
-	Seed    int64
+	// CenterAdvantages subtracts the minibatch's mean advantage before
+	// dividing by the standard deviation (default: the scale only).
+	CenterAdvantages bool
+	// UpdateEvery slots one update is made (0, 1: every slot; Steps
+	// counts updates): fewer updates per slot of new data, each sample of
+	// the replay buffer used in fewer updates.
+	UpdateEvery int
+	Seed        int64
 	// Episode returns the trace of training episode i (new jobs each time).
 	Episode func(i int) []TraceJob
 	// EvalEvery steps, Eval measures the current model (greedy) and its
@@ -224,8 +231,8 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 	bestJCT := math.Inf(1)
 	defer func() {
 		if o.KeepBest && best != nil {
-			m.Policy.CopyFrom(best.Policy)
-			m.Value.CopyFrom(best.Value)
+			copyNet(m.Policy, best.Policy)
+			copyNet(m.Value, best.Value)
 		}
 	}()
 	eval := func(step int) {
@@ -241,7 +248,7 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 		}
 	}
 	eval(0)
-	step := 0
+	step, slots := 0, 0
 	for ep := 0; step < o.Steps; ep++ {
 		var cur []Sample
 		var phi []float64
@@ -262,7 +269,7 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 				}
 			}
 			u.add(prev)
-			if step < o.Steps {
+			if slots++; step < o.Steps && slots%max(o.UpdateEvery, 1) == 0 {
 				u.update()
 				step++
 				eval(step)
@@ -318,9 +325,9 @@ type updater struct {
 	m         *Model
 	o         RLOptions
 	rng       *rand.Rand
-	pa, va    *nn.Adam
-	pg, vg    *nn.Grads
-	pt, vt    *nn.Tape
+	pa, va    netAdam
+	pg, vg    netGrads
+	pt, vt    netTape
 	buf       []transition
 	next      int
 	latest    []transition
@@ -335,10 +342,10 @@ type updater struct {
 
 func newUpdater(m *Model, o RLOptions, rng *rand.Rand) *updater {
 	return &updater{m: m, o: o, rng: rng,
-		pa: nn.NewAdam(m.Policy, o.LR), va: nn.NewAdam(m.Value, cmp.Or(o.ValueLR, o.LR)),
-		pg: nn.NewGrads(m.Policy), vg: nn.NewGrads(m.Value),
-		pt: nn.NewTape(m.Policy), vt: nn.NewTape(m.Value),
-		x: make([]float64, m.Policy.Sizes[0]), probs: make([]float64, m.Actions), d: make([]float64, m.Actions)}
+		pa: newAdam(m.Policy, o.LR), va: newAdam(m.Value, cmp.Or(o.ValueLR, o.LR)),
+		pg: newGrads(m.Policy), vg: newGrads(m.Value),
+		pt: m.Policy.newTape(), vt: m.Value.newTape(),
+		x: make([]float64, m.Layout().Inputs()), probs: make([]float64, m.Actions), d: make([]float64, m.Actions)}
 }
 
 func (u *updater) add(ts []transition) {
@@ -402,7 +409,18 @@ func (u *updater) update() {
 		u.tgt = append(u.tgt, target)
 		u.advs = append(u.advs, adv)
 	}
-	// Normalize the advantages (scale only) for a steady step size.
+	// Normalize the advantages (scale only, unless centered) for a
+	// steady step size.
+	if u.o.CenterAdvantages {
+		var mean float64
+		for _, a := range u.advs {
+			mean += a
+		}
+		mean /= float64(len(u.advs))
+		for b := range u.advs {
+			u.advs[b] -= mean
+		}
+	}
 	var sd float64
 	for _, a := range u.advs {
 		sd += a * a
@@ -440,12 +458,12 @@ func (u *updater) update() {
 	if u.steps++; u.steps > u.o.Warmup {
 		u.pg.Scale(f)
 		u.pg.ClipNorm(5)
-		u.pa.Step(u.m.Policy, u.pg)
+		u.pa.step(u.m.Policy, u.pg)
 	}
 	if u.o.ActorCritic {
 		u.vg.Scale(f)
 		u.vg.ClipNorm(5)
-		u.va.Step(u.m.Value, u.vg)
+		u.va.step(u.m.Value, u.vg)
 	}
 }
 

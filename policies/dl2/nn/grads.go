@@ -83,6 +83,21 @@ func (g *Grads) ClipNorm(maxNorm float64) float64 {
 // may be called again on it) and only reads m, whose weights must be those
 // of the pass. It panics if t holds no pass or one made by ForwardPre.
 func (m *MLP) Backward(t *Tape, dOut []float64, g *Grads) {
+	m.backward(t, dOut, g, nil)
+}
+
+// BackwardInput is Backward that also sets dIn (len Sizes[0]) to the
+// gradient of sum_k dOut[k]*out[k] with respect to the pass's input, for
+// networks that feed this one (DL2's weight-shared per-job network). It
+// allocates nothing.
+func (m *MLP) BackwardInput(t *Tape, dOut []float64, g *Grads, dIn []float64) {
+	if len(dIn) != m.Sizes[0] {
+		panic(fmt.Sprintf("nn: BackwardInput: dIn has %d values, want %d", len(dIn), m.Sizes[0]))
+	}
+	m.backward(t, dOut, g, dIn)
+}
+
+func (m *MLP) backward(t *Tape, dOut []float64, g *Grads, dIn []float64) {
 	L := len(m.Sizes) - 1
 	if !t.recorded || !sameSizes(t.sizes, m.Sizes) {
 		panic("nn: Backward: the tape holds no pass of this network")
@@ -108,6 +123,9 @@ func (m *MLP) Backward(t *Tape, dOut []float64, g *Grads) {
 		axpy(1, delta, g.B[l])
 		ger(g.W[l], delta, in)
 		if l == 0 {
+			if dIn != nil {
+				matTVec(m.W[0], delta, dIn)
+			}
 			break
 		}
 		d := next[:len(in)]

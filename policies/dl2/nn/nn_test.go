@@ -80,6 +80,48 @@ func TestGradientCheck(t *testing.T) {
 	}
 }
 
+// TestBackwardInput: BackwardInput's input gradient matches central
+// differences, and its weight gradients are Backward's.
+func TestBackwardInput(t *testing.T) {
+	sizes := []int{6, 5, 4, 2}
+	for trial := 0; trial < 5; trial++ {
+		rng := rand.New(rand.NewPCG(uint64(trial), 3))
+		m := testNet(sizes, uint64(trial)+10)
+		x, dOut := randVec(rng, sizes[0]), randVec(rng, sizes[len(sizes)-1])
+		tape := NewTape(m)
+		f := func() float64 {
+			out := m.Forward(x, tape)
+			s := 0.0
+			for k := range out {
+				s += dOut[k] * out[k]
+			}
+			return s
+		}
+		f()
+		g, g2 := NewGrads(m), NewGrads(m)
+		dIn := make([]float64, sizes[0])
+		m.BackwardInput(tape, dOut, g, dIn)
+		m.Backward(tape, dOut, g2)
+		for l := range g.W {
+			approx(t, "BackwardInput W", g.W[l], g2.W[l], 0)
+			approx(t, "BackwardInput B", g.B[l], g2.B[l], 0)
+		}
+		const h = 1e-6
+		for i := range x {
+			old := x[i]
+			x[i] = old + h
+			fp := f()
+			x[i] = old - h
+			fm := f()
+			x[i] = old
+			num := (fp - fm) / (2 * h)
+			if e := relErr(num, dIn[i]); e > 1e-5 && math.Abs(num-dIn[i]) > 1e-9 {
+				t.Errorf("trial %d: dIn[%d]: backward %.10g, numeric %.10g (rel err %.2g)", trial, i, dIn[i], num, e)
+			}
+		}
+	}
+}
+
 func TestIncremental(t *testing.T) {
 	sizes := []int{30, 16, 12, 9}
 	m := testNet(sizes, 7)
