@@ -60,7 +60,7 @@ func newDL2Train() *dl2Train {
 	f.IntVar(&c.slTraces, "sl-traces", 8, "training traces of the supervised bootstrap")
 	f.IntVar(&c.slPasses, "sl-passes", 30, "passes over the teacher's decisions")
 	f.Float64Var(&c.slLR, "sl-lr", 1e-3, "supervised learning rate (Adam)")
-	f.IntVar(&c.rlSteps, "steps", 2000, "online RL steps (one update per slot)")
+	f.IntVar(&c.rlSteps, "steps", 8000, "online RL steps (one update per slot)")
 	f.Float64Var(&c.rlLR, "rl-lr", 1e-4, "RL learning rate of the policy network (Adam)")
 	f.Float64Var(&c.vLR, "value-lr", 1e-3, "RL learning rate of the value network (Adam)")
 	f.IntVar(&c.warmup, "warmup", 1000, "first RL steps that train only the value network")

@@ -6,7 +6,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,13 +67,35 @@ func TestDL2Experiments(t *testing.T) {
 		RLvsTchr float64          `json:"rl_vs_teacher"`
 	}
 	var runs []run
-	train := func(name string, seed int64, args ...string) run {
+	var trainOne func(name string, seed int64, args ...string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	// Two trainings at a time (RONDO_DL2_PARALLEL): each is deterministic
+	// and shares nothing; the runs are sorted afterwards.
+	par := 2
+	if v, err := strconv.Atoi(os.Getenv("RONDO_DL2_PARALLEL")); err == nil && v > 0 {
+		par = v
+	}
+	sem := make(chan struct{}, par)
+	train := func(name string, seed int64, args ...string) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			trainOne(name, seed, args...)
+		}()
+	}
+	trainOne = func(name string, seed int64, args ...string) {
 		cfg := config(seed, args...)
 		start := time.Now()
 		_, rep, err := dl2.Train(cfg)
 		if err != nil {
-			t.Fatalf("%s seed %d: %v", name, seed, err)
+			t.Errorf("%s seed %d: %v", name, seed, err)
+			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		r := run{Name: name, Seed: seed, Args: args, Report: rep, WallS: time.Since(start).Seconds(),
 			SLvsDRF: rep.SLAvgJCT/drf - 1, RLvsDRF: rep.FinalAvgJCT/drf - 1, RLvsTchr: rep.FinalAvgJCT/rep.TeacherAvgJCT - 1}
 		t.Logf("%-14s seed %d: teacher %.3f h, SL %.3f h (%+.1f%% vs DRF), RL %.3f h (%+.1f%% vs DRF), %.0f s", name, seed,
@@ -78,10 +103,9 @@ func TestDL2Experiments(t *testing.T) {
 		runs = append(runs, r)
 		if seed == 1 {
 			if err := writeCurve(filepath.Join(out, "curve-"+name+".json"), rep); err != nil {
-				t.Fatal(err)
+				t.Error(err)
 			}
 		}
-		return r
 	}
 	for seed := int64(1); seed <= 5; seed++ {
 		train("dl2", seed)
@@ -102,16 +126,34 @@ func TestDL2Experiments(t *testing.T) {
 	first := []string{"resnet-50", "vgg-16", "resnext-110", "inception-bn"}
 	rest := [][]string{{"seq2seq", "ctc"}, {"dssm", "wlm"}}
 	for seed := int64(1); seed <= 3; seed++ {
-		cfg := config(seed, "-types", strings.Join(first, ","))
-		m, rep, err := trainNewTypes(cfg, first, rest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = m
-		r := run{Name: "new-types", Seed: seed, Report: rep, RLvsDRF: rep.FinalAvgJCT/drf - 1, SLvsDRF: rep.SLAvgJCT/drf - 1}
-		t.Logf("new-types seed %d: RL %.3f h (%+.1f%% vs DRF)", seed, rep.FinalAvgJCT/3600, 100*r.RLvsDRF)
-		runs = append(runs, r)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cfg := config(seed, "-types", strings.Join(first, ","))
+			_, rep, err := trainNewTypes(cfg, first, rest)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r := run{Name: "new-types", Seed: seed, Report: rep, RLvsDRF: rep.FinalAvgJCT/drf - 1, SLvsDRF: rep.SLAvgJCT/drf - 1}
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("new-types seed %d: RL %.3f h (%+.1f%% vs DRF)", seed, rep.FinalAvgJCT/3600, 100*r.RLvsDRF)
+			runs = append(runs, r)
+		}()
 	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	sort.Slice(runs, func(a, b int) bool {
+		if runs[a].Name != runs[b].Name {
+			return runs[a].Name < runs[b].Name
+		}
+		return runs[a].Seed < runs[b].Seed
+	})
 	res["runs"] = runs
 	summary := map[string][2]float64{}
 	for _, name := range []string{"dl2", "mlp", "no-actor-critic", "no-explore", "no-replay", "no-shaping", "teacher-fifo", "teacher-srtf", "new-types"} {

@@ -8,7 +8,13 @@ import "testing"
 // traces (DL2's claim for its supervised stage; docs/dl2.md has the full
 // runs).
 func TestSupervisedWithinTenPercent(t *testing.T) {
-	cfg := TrainConfig{
+	for _, arch := range []string{ArchPerJob, ArchMLP} {
+		t.Run(arch, func(t *testing.T) { supervisedWithinTenPercent(t, arch) })
+	}
+}
+
+func supervisedWithinTenPercent(t *testing.T, arch string) {
+	cfg := TrainConfig{Arch: arch,
 		Env:     Env{Servers: Servers(13, 2, 16), SlotS: 1200, Models: Table1(), Noise: 0.1, Seed: 1},
 		Teacher: "drf", Window: 40, Hidden: []int{64, 64}, Spare: 4,
 		Gen:       GenOptions{Jobs: 80, SlotS: 1200},
