@@ -56,6 +56,10 @@ const (
 	DefaultMaxSlots = 100000
 )
 
+// ErrMaxSlots is what Run's error wraps when a run reached MaxSlots (a
+// sizer that leaves jobs waiting forever).
+var ErrMaxSlots = errors.New("the jobs did not finish")
+
 // Run plays the jobs (sorted by arrival, stably, if they are not) through
 // the slots with sz deciding each one, and calls after (when not nil)
 // after every slot with its record (SlotRecord.Trained: the epochs each
@@ -117,7 +121,7 @@ func (e *Env) Run(jobs []TraceJob, sz Sizer, after func(*SlotRecord)) (Result, e
 	k := int(math.Ceil(tr[0].ArrivalS / slotS))
 	for left > 0 {
 		if res.Slots >= maxSlots {
-			return res, fmt.Errorf("dl2: %d slots simulated (MaxSlots) with %d jobs unfinished", res.Slots, left)
+			return res, fmt.Errorf("dl2: %d slots simulated (MaxSlots) with %d jobs unfinished: %w", res.Slots, left, ErrMaxSlots)
 		}
 		start := float64(k) * slotS
 		for next < len(tr) && tr[next].ArrivalS <= start {

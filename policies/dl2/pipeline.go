@@ -97,6 +97,10 @@ func Evaluate(env *Env, traces [][]TraceJob, sz Sizer) (float64, error) {
 	return sum / float64(len(traces)), nil
 }
 
+// evalSlots bounds an evaluation run (a 120-job trace takes about 150
+// slots under DRF).
+const evalSlots = 3000
+
 // Train runs the whole pipeline.
 func Train(c TrainConfig) (*Model, *TrainReport, error) {
 	logf := c.Log
@@ -129,9 +133,15 @@ func Train(c TrainConfig) (*Model, *TrainReport, error) {
 	if rep.TeacherValJCT, err = Evaluate(&c.Env, val, teacher); err != nil {
 		return nil, nil, err
 	}
+	// A policy that stops admitting jobs never finishes a trace: its
+	// evaluations end at evalSlots (an error: that model is never kept).
+	evalEnv := c.Env
+	if evalEnv.MaxSlots <= 0 || evalEnv.MaxSlots > evalSlots {
+		evalEnv.MaxSlots = evalSlots
+	}
 	evalOn := func(trs [][]TraceJob) func(m *Model) float64 {
 		return func(m *Model) float64 {
-			v, err := Evaluate(&c.Env, trs, NewPolicy(m, nil))
+			v, err := Evaluate(&evalEnv, trs, NewPolicy(m, nil))
 			if err != nil {
 				return -1
 			}

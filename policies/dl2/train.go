@@ -2,6 +2,7 @@ package dl2
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
@@ -190,6 +191,10 @@ type RLOptions struct {
 	KeepBest bool
 }
 
+// episodeSlots bounds an RL episode (a 120-job trace takes about 150
+// slots under DRF).
+const episodeSlots = 3000
+
 // CurvePoint is one point of a learning curve.
 type CurvePoint struct {
 	Step   int     `json:"step"`
@@ -276,7 +281,14 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 			}
 			prev = nil
 		}
-		_, err := env.Run(o.Episode(ep), pol, func(r *SlotRecord) {
+		// An episode is cut at episodeSlots: a policy that stops admitting
+		// jobs would otherwise run one until MaxSlots; the cut episode's
+		// last decisions end it (no bootstrap), and training goes on.
+		epEnv := *env
+		if epEnv.MaxSlots <= 0 || epEnv.MaxSlots > episodeSlots {
+			epEnv.MaxSlots = episodeSlots
+		}
+		_, err := epEnv.Run(o.Episode(ep), pol, func(r *SlotRecord) {
 			if len(cur) == 0 {
 				// Nothing to decide this slot: its reward still counts.
 				for i := range prev {
@@ -310,7 +322,7 @@ func Reinforce(env *Env, m *Model, o RLOptions) ([]CurvePoint, error) {
 			}
 			cur, phi = nil, nil
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrMaxSlots) {
 			return curve, err
 		}
 		if prev != nil {
