@@ -47,6 +47,24 @@ type Config struct {
 	// history records no event: the engine replaces one whose policy was
 	// given other entities (a reload).
 	ResetFirst bool
+
+	// Preemption that respects the work (preempt.go). All off by default:
+	// the mechanism is Gavel's.
+
+	// MinRuntimeS: a job, once started, keeps its GPUs this long (from
+	// Job.RunSinceS) unless one of them fails or they leave the engine
+	// (a guaranteed job needs their cell). Its received time still counts,
+	// so its priority falls and fairness over time holds.
+	MinRuntimeS float64
+	// CheckpointAware: when the round must stop a running job for a
+	// waiting one, it prefers the victim that loses least (work since its
+	// last checkpoint, restore cost), does not make a start that costs
+	// more than it gains, and gives a victim with unsaved work one round's
+	// notice (JobIntent.Checkpoint: checkpoint now, stop next round).
+	CheckpointAware bool
+	// ReserveAfterS: a gang (scale factor > 1) that has waited this long
+	// gets a reservation (Plan.Reservations); 0: none.
+	ReserveAfterS float64
 }
 
 // DefaultEntity takes the jobs that name no declared entity (EntityOf):

@@ -56,6 +56,10 @@ type JobIntent struct {
 	Cores  float64 `json:"cores,omitempty"`
 	MemGB  float64 `json:"mem_gb,omitempty"`
 	Reason Reason  `json:"reason"`
+	// Checkpoint, on a keep: the job is to checkpoint now; it stops next
+	// round (Config.CheckpointAware's notice; the lease answer's
+	// checkpoint_now).
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
 
 // Reason says why the round gave an intent. Its text is made only when it
@@ -73,6 +77,9 @@ type Reason struct {
 	// PSWas and PSNow: a two-role elastic job's parameter servers before
 	// and after a resize (Elastic.PS; both 0 otherwise).
 	PSWas, PSNow int
+	// Until is an absolute time: a minimum runtime's end (Pinned), a
+	// reservation's start (Reserved, Backfills).
+	Until float64
 }
 
 // ReasonKind is the kind of a Reason.
@@ -95,6 +102,16 @@ const (
 	// NoCPUFit: GREEDY placement skipped the job, its best-case cores and
 	// memory did not fit where its GPUs are.
 	NoCPUFit
+	// Pinned: the job is inside its minimum runtime (Until: when it ends).
+	Pinned
+	// Noticed: the job keeps its GPUs this round to checkpoint; it stops
+	// next round (a planned preemption).
+	Noticed
+	// Reserved: a waiting gang holds a reservation on GPUs of To from Until.
+	Reserved
+	// Backfills: the job runs on reserved GPUs, finishing (or stoppable)
+	// before the reservation starts at Until.
+	Backfills
 )
 
 func (r Reason) String() string {
@@ -127,6 +144,14 @@ func (r Reason) String() string {
 		return fmt.Sprintf("shares its %s GPUs with %s (priority %.4g)", r.To, r.With, r.Priority)
 	case Retuned:
 		return fmt.Sprintf("keeps its %s GPUs, restarts with %.4g cores (had %.4g): cores and memory re-tuned", r.To, r.CoresNow, r.CoresWas)
+	case Pinned:
+		return fmt.Sprintf("keeps its %s GPUs: inside its minimum runtime until t=%.0fs (priority %.4g)", r.To, r.Until, r.Priority)
+	case Noticed:
+		return fmt.Sprintf("checkpoint now: keeps its %s GPUs this round and stops next round (priority %.4g)", r.To, r.Priority)
+	case Reserved:
+		return fmt.Sprintf("waits: GPUs of %s are reserved for it from t=%.0fs", r.To, r.Until)
+	case Backfills:
+		return fmt.Sprintf("backfills GPUs of %s reserved from t=%.0fs (priority %.4g)", r.To, r.Until, r.Priority)
 	case NoCPUFit:
 		return "placement: its best-case cores and memory do not fit where GPUs are free (greedy skips it)"
 	}

@@ -81,6 +81,24 @@ type Job struct {
 	// rondo.profile, a Synergy trace's model); "" : insensitive. Only the
 	// placement stage (allocator/placement) reads it.
 	Profile string `json:"profile,omitempty"`
+
+	// What preemption that respects the work reads (preempt.go, #21);
+	// all 0 when the backend does not know.
+
+	// RunSinceS is when the job's current run began: the time it was
+	// (re)started on the GPUs it holds (0: not running, or unknown). The
+	// minimum runtime counts from it.
+	RunSinceS float64 `json:"run_since_s,omitempty"`
+	// CheckpointAtS is when the job last wrote a checkpoint (absolute
+	// time; 0: unknown, taken as RunSinceS: a run starts from one). A stop
+	// without notice loses the work done since.
+	CheckpointAtS float64 `json:"checkpoint_at_s,omitempty"`
+	// CheckpointS is how long writing a checkpoint takes the job (what a
+	// notice costs it), RestoreS how long a (re)start takes until it
+	// trains again (start latency and loading its checkpoint): measured
+	// or reported per job, else per job type (Model).
+	CheckpointS float64 `json:"checkpoint_s,omitempty"`
+	RestoreS    float64 `json:"restore_s,omitempty"`
 }
 
 // Class is a job's standing towards the quotas (HiveD): guaranteed work
@@ -230,6 +248,23 @@ type Plan struct {
 	// planned per VC: shares, trades, refused jobs. Status only: backends
 	// ignore it.
 	Users []UserShares `json:"users,omitempty"`
+	// Reservations are the GPUs held for waiting gangs (Config.ReserveAfterS,
+	// preempt.go): status, and what the backends leave idle or backfill.
+	Reservations []Reservation `json:"reservations,omitempty"`
+}
+
+// Reservation is a set of GPUs held for one waiting job: it starts on them
+// at StartS (once the jobs inside their minimum runtime there may be
+// stopped); until then only jobs that finish, or may be stopped, by then
+// backfill them.
+type Reservation struct {
+	Job    string   `json:"job"`
+	VC     string   `json:"vc,omitempty"`
+	Type   string   `json:"type"`
+	GPUs   []string `json:"gpus"`
+	StartS float64  `json:"start_s"`
+	// SinceS is when the reservation was made.
+	SinceS float64 `json:"since_s"`
 }
 
 // UserShares is one Gandiva-fair VC's users as its mechanism planned them.
