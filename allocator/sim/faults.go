@@ -182,7 +182,7 @@ func (s *simulator) cut(m *micro, t float64) {
 			s.preemptions++
 		}
 	}
-	m.finish = t
+	m.finish, m.cut = t, true
 	s.faults.cuts++
 	key := engine.UnitKey(ids)
 	prev := make([]engine.Assignment, 0, len(s.prev))

@@ -79,6 +79,14 @@ type simulator struct {
 	gpuServer map[string]string
 
 	dl2 *dl2State // Options.DL2 (dl2.go); nil without
+
+	// Restart costs and preemption (costs.go): each model's row, the
+	// counters and the jobs reserved for.
+	jobCosts map[string]JobCosts
+	lostGPUS float64
+	restarts int
+	noticed  int
+	reserved map[string]bool
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -102,6 +110,9 @@ func Run(src Source, o Options) (*Result, error) {
 		return nil, err
 	}
 	if err := s.initDL2(); err != nil {
+		return nil, err
+	}
+	if err := s.initCosts(); err != nil {
 		return nil, err
 	}
 	// The one driver loop, on the simulator's virtual clock; the ideal
@@ -150,6 +161,7 @@ func Run(src Source, o Options) (*Result, error) {
 	s.vcResult(res)
 	res.EstimateErrorMean = s.meas.estimateError()
 	s.busyResult(res)
+	s.preemptionResult(res)
 	res.WallS = time.Since(wall).Seconds()
 	return res, nil
 }
@@ -189,6 +201,9 @@ func (s *simulator) fetch() error {
 	if err := s.checkDL2(&j); err != nil {
 		return err
 	}
+	if err := s.checkCosts(&j); err != nil {
+		return err
+	}
 	s.pending = &j
 	return nil
 }
@@ -212,6 +227,9 @@ func (s *simulator) addJob(tj trace.Job) {
 	js := &jobState{tj: tj, id: fmt.Sprint(tj.ID), tput: map[string]float64{}, remaining: tj.TotalSteps,
 		started: -1}
 	js.received = s.led.Job(js.id)
+	if s.o.Costs != nil {
+		js.jc = s.jobCosts[tj.Model]
+	}
 	for _, t := range s.types {
 		if twoRole(&tj) {
 			js.tput[t] = s.dl2Tput(&tj)
@@ -347,6 +365,7 @@ func (s *simulator) complete() {
 			credited = m.finish - m.start()
 		}
 		s.busyGPUS += credited * float64(len(m.gpus))
+		held := m.finish - m.start()
 		if len(m.jobs) == 2 {
 			if ps := s.pairs[m.pairKey]; ps != nil && s.led.CreditPair(ps.key, m.typ, credited) {
 				ps.recv = s.led.Pair(ps.key)
@@ -375,9 +394,13 @@ func (s *simulator) complete() {
 			} else {
 				js.remaining -= m.steps[i]
 			}
+			js.heldS += held
 			s.measure(js, &m, i)
 			if it := m.iso[i]; it > 0 {
 				js.isoTime += m.steps[i] / it
+			}
+			if s.o.Costs != nil && !m.dl2 {
+				s.account(js, &m, i)
 			}
 			if js.remaining <= 0 {
 				js.done = true
@@ -483,6 +506,9 @@ func (s *simulator) snapshot() *engine.Snapshot {
 			ArrivalS: js.tj.ArrivalS, TotalSteps: js.tj.TotalSteps, RemainingSteps: js.remaining, ReceivedS: js.received,
 			Started: js.ran, Measured: js.measured, Model: js.tj.Model, Profile: js.tj.Profile, User: js.tj.User}
 		js.measured = nil // reported once
+		if s.o.Costs != nil {
+			s.snapshotCosts(js, &j)
+		}
 		if v := s.compatOrderSpeed(js); v != 1 {
 			j.Throughput = make(map[string]float64, len(js.tput))
 			for t, x := range js.tput {
@@ -553,6 +579,7 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 	for _, js := range s.active {
 		js.compatSpeed = 0 // not placed this round: its profile's speedup
 	}
+	s.stops(plan)
 	// The plan's intents follow its assignments job by job: whether a job
 	// keeps its GPUs is the round's decision, not re-derived here.
 	intents := plan.Intents
@@ -569,6 +596,8 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			jobs[0].compatSpeed = f
 		}
 		cost := 0.0
+		var notice [2]bool
+		restart := false
 		for k, js := range jobs {
 			in := intents[k].Intent
 			moved := in != engine.IntentKeep && in != engine.IntentResize
@@ -589,6 +618,16 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			if in == engine.IntentMigrate {
 				s.preemptions++
 			}
+			if moved && js.ran {
+				s.restarts++
+				restart = true
+			}
+			if s.o.Costs != nil {
+				notice[k] = s.start(js, moved, intents[k].Checkpoint, &cost)
+			}
+		}
+		if restart && s.o.Costs != nil {
+			s.lostGPUS += cost * float64(len(a.GPUs))
 		}
 		intents = intents[len(a.Jobs):]
 		m.finish, m.cost, m.tput = s.now, cost, tput
@@ -605,10 +644,20 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 		}
 		for i, js := range jobs {
 			steps := math.Min(math.Floor(tput[i]*math.Max(round-cost, 0)), js.remaining)
+			if notice[i] && steps < js.remaining {
+				// Checkpoint at the round's end, on notice: its time is
+				// not spent training.
+				m.ckpt[i] = js.jc.CheckpointS
+				steps = math.Min(math.Floor(tput[i]*math.Max(round-cost-m.ckpt[i], 0)), js.remaining)
+			}
 			m.steps = append(m.steps, steps)
 			m.iso = append(m.iso, s.isoTput(js, n))
 			if tput[i] > 0 {
-				m.finish = math.Max(m.finish, s.now+cost+steps/tput[i])
+				end := s.now + cost + steps/tput[i]
+				if m.ckpt[i] > 0 {
+					end += m.ckpt[i]
+				}
+				m.finish = math.Max(m.finish, end)
 			}
 			if s.o.FinishAtRoundEnd {
 				m.finish = s.now + round

@@ -120,6 +120,15 @@ type Options struct {
 	// suspended jobs first, scheduling, starting the process). Default 0.
 	// The larger of the two costs applies to a restart.
 	StartCostS float64
+	// Costs, when set, are the restart costs per job type (costs.go,
+	// `--preemption-cost realistic|FILE`) instead of PreemptionCostS
+	// (which must then be 0): a first start loses the job's StartS, a
+	// resume, migration or retune its RestoreS (StartCostS a floor of
+	// both); a stop without notice loses the work since the job's last
+	// checkpoint; a keep with a notice (JobIntent.Checkpoint) checkpoints
+	// at the round's end. The snapshot reports each job's run, last
+	// checkpoint and costs. Not with Ideal nor DL2.
+	Costs *Costs
 	// MaxTimeS stops a run that does not finish (0: no limit).
 	MaxTimeS float64
 	// MaxActive stops a run once more jobs than this are active at once, a
@@ -205,6 +214,17 @@ type jobState struct {
 	measured map[string]float64
 	// dl2Done is a two-role job's epochs trained (Options.DL2, dl2.go).
 	dl2Done float64
+	// heldS is the time the job held GPUs (its micro-tasks' spans).
+	heldS float64
+	// Restart costs (Options.Costs, costs.go): the job's row; holding: it
+	// runs on GPUs (last round's micro-task, not cut); runSince: the
+	// begin of the round it (re)started on them; ckptAt: its last
+	// checkpoint; since*: its training since then (seconds, steps, GPU
+	// seconds, isolated seconds), what a stop without notice loses.
+	jc                                       JobCosts
+	holding                                  bool
+	runSince, ckptAt                         float64
+	sinceS, sinceSteps, sinceGPUS, sinceIsoS float64
 }
 
 type micro struct {
@@ -221,6 +241,10 @@ type micro struct {
 	// dl2: a two-role job's run in DL2's time model (dl2.go); dl2End: it
 	// finishes in it.
 	dl2, dl2End bool
+	// ckpt, per job: seconds of checkpoint written at the end on notice
+	// (Options.Costs; 0: none); cut: a GPU failure cut the micro-task.
+	ckpt [2]float64
+	cut  bool
 }
 
 // JobResult is one job's outcome.
@@ -288,8 +312,23 @@ type Result struct {
 	// Users are per-user metrics, when the trace names users (trace.Job.User).
 	Users []UserResult `json:"users,omitempty"`
 	// ClassBusy is busy GPU time per class (Options.BusyWindowS only).
-	ClassBusy *ClassBusy  `json:"class_busy,omitempty"`
-	Jobs      []JobResult `json:"-"`
+	ClassBusy *ClassBusy `json:"class_busy,omitempty"`
+	// Preemption that respects the work (#21), only with Options.Costs or
+	// the engine's preemption options (costs.go, preemptionResult):
+	// LostGPUS is GPU-seconds lost to restarts (work rolled back by stops
+	// without notice, restore time of resumes, migrations and retunes,
+	// checkpoints on notice; each × the job's GPUs); Restarts the
+	// resumes, migrations and retunes; LargeGangWait* the waiting time
+	// (JCT − time holding GPUs) of measured jobs of scale factor ≥ 4;
+	// Noticed the checkpoints written on notice; Reserved the jobs the
+	// plans reserved GPUs for.
+	LostGPUS          float64     `json:"lost_gpu_s,omitempty"`
+	Restarts          int         `json:"restarts,omitempty"`
+	LargeGangWaitP99S float64     `json:"large_gang_wait_p99_s,omitempty"`
+	LargeGangWaitAvgS float64     `json:"large_gang_wait_avg_s,omitempty"`
+	Noticed           int         `json:"noticed,omitempty"`
+	Reserved          int         `json:"reserved,omitempty"`
+	Jobs              []JobResult `json:"-"`
 }
 
 // Percentile is numpy's default (linear interpolation) percentile.
