@@ -264,7 +264,7 @@ func goldenRuns() map[string]Options {
 	return map[string]Options{
 		"mmf_scalar": {Cluster: c, Engine: engine.Config{Policy: "max_min_fairness", RoundS: 360}, WindowStart: 10, WindowEnd: 50,
 			StartCostS: 30, PreemptionCostS: 60},
-		"packed": {Cluster: c, Engine: engine.Config{Policy: "max_min_fairness_packed", RoundS: 360}, WindowStart: 10, WindowEnd: 50},
+		"packed":    {Cluster: c, Engine: engine.Config{Policy: "max_min_fairness_packed", RoundS: 360}, WindowStart: 10, WindowEnd: 50},
 		"las_start": {Cluster: c, Engine: engine.Config{Policy: "las", RoundS: 360}, WindowStart: 10, WindowEnd: 50, StartCostS: 30},
 	}
 }
