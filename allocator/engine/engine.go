@@ -600,7 +600,9 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		in[j.ID] = true
 		done := j.TotalSteps - j.RemainingSteps
 		if t := e.isoTput[j.ID]; t > 0 {
-			e.isoTime[j.ID] += (done - e.isoSteps[j.ID]) / t
+			// Steps lost to a restart from an older checkpoint (done
+			// falls) take back isolated time, never below none.
+			e.isoTime[j.ID] = math.Max(e.isoTime[j.ID]+(done-e.isoSteps[j.ID])/t, 0)
 		}
 		e.isoSteps[j.ID] = done
 		iso := e.isoTime[j.ID]

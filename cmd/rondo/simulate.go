@@ -32,7 +32,7 @@ func init() {
 type simulateCmd struct {
 	base
 	cluster, policy, traceArg, window, tputFile, outDir, prices, cpuProfile string
-	faultsFile                                                              string
+	faultsFile, preemptArg                                                  string
 	perServer, jobs, maxActive                                              int
 	rate, round, preempt, startCost, maxTime, measureNoise, hidePairs       float64
 	seed                                                                    int64
@@ -40,6 +40,10 @@ type simulateCmd struct {
 	vc                                                                      vcFlags
 	place                                                                   placeFlags
 	dl2                                                                     dl2Flags
+	pre                                                                     preemptFlags
+	// costs: --preemption-cost realistic|FILE (else nil, and preempt the
+	// seconds).
+	costs *sim.Costs
 }
 
 // placeFlags are the CPU and memory placement options (allocator/placement,
@@ -71,12 +75,13 @@ func newSimulate() *simulateCmd {
 	f.BoolVar(&c.jsonOut, "json", false, "print one JSON object with the metrics")
 	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
-	f.Float64Var(&c.preempt, "preemption-cost", 0, "seconds lost when a job (re)starts after running (checkpoint + restore)")
+	f.StringVar(&c.preemptArg, "preemption-cost", "0", "restart costs: SECONDS lost when a job (re)starts after running (checkpoint + restore), or realistic (per job type: start, restore, checkpoint and checkpoint interval from the embedded allocator/sim/costs/realistic.csv; a stop without notice loses the work since the job's last checkpoint), or a CSV FILE of the same columns (model,start_s,restore_s,checkpoint_s,interval_s; docs/preemption.md)")
 	f.Float64Var(&c.startCost, "start-cost", 0, "seconds lost by every start on new GPUs, the first included (a real cluster's task start latency)")
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop at this virtual time, seconds (0: run to the end of the window)")
 	c.vc.register(f)
 	c.dl2.register(f)
+	c.pre.register(f)
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
@@ -121,6 +126,12 @@ func parsePrices(s string) (map[string]float64, error) {
 func (c *simulateCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
+	}
+	if err := c.restartCosts(); err != nil {
+		return c.fail(err)
+	}
+	if err := c.pre.check(c); err != nil {
+		return c.fail(err)
 	}
 	if c.place.traceFormat == "dl2" {
 		return c.runDL2()
@@ -170,8 +181,9 @@ func (c *simulateCmd) Run(args []string) int {
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Costs: c.costs,
 	}
+	c.pre.apply(&o.Engine)
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
 	}
@@ -189,6 +201,12 @@ func (c *simulateCmd) Run(args []string) int {
 			return c.fail(err)
 		}
 		o.Decider, o.Nodes = &round.Single{Mechanism: m}, sim.ServerNodes(types, c.perServer)
+		if c.pre.set() {
+			return c.fail(fmt.Errorf("--min-runtime, --checkpoint-aware and --reserve-after are options of Gavel's mechanism (the engine), not of gandiva_fair's"))
+		}
+	}
+	if c.pre.set() && c.ideal {
+		return c.fail(fmt.Errorf("--min-runtime, --checkpoint-aware and --reserve-after need the round-based mechanism, not --ideal"))
 	}
 	if c.measureNoise > 0 && c.ideal {
 		return c.fail(fmt.Errorf("--measure-noise is not supported with --ideal (nothing runs in rounds to measure)"))
@@ -331,6 +349,7 @@ func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
 			fmt.Fprintf(c.stdout, "measured throughputs (noise sigma %g): estimates off by %.2f%% on average\n",
 				o.MeasureNoise, 100*res.EstimateErrorMean)
 		}
+		writePreemptionLine(c.stdout, o, res)
 		writeVCLines(c.stdout, res)
 	}
 	if !res.Finished {

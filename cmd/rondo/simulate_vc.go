@@ -311,7 +311,7 @@ func (c *simulateCmd) compareOptions(cfg *rhcl.Config, shares map[string]map[str
 	}
 	o := sim.CompareOptions{
 		Base: sim.Options{Engine: engine.Config{RoundS: c.round, Policy: "VC comparison"}, Throughputs: tb,
-			PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime},
+			PreemptionCostS: c.preempt, Costs: c.costs, StartCostS: c.startCost, MaxTimeS: c.maxTime},
 		Cells: setup(cfg, cfg),
 		Quota: setup(cfg, quotaOnlyConfig(cfg, shares)),
 	}
@@ -594,7 +594,7 @@ func (c *simulateCmd) runVCSim() int {
 	o := sim.Options{
 		Cluster:     sim.Cluster{GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
-		Throughputs: tb, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
+		Throughputs: tb, PreemptionCostS: c.preempt, Costs: c.costs, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
 	}
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
