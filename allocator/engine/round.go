@@ -142,7 +142,9 @@ type candidate struct {
 }
 
 // Round decides one round: it brings the allocation up to date, selects
-// units per GPU type in priority order and places them.
+// units per GPU type in priority order and places them. The preemption
+// options (preempt.go) hold units before selection and re-weigh, notice
+// and backfill after it.
 func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	recomputed, solveMS, err := e.Allocate(s)
 	if err != nil {
