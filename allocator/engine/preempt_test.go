@@ -293,7 +293,12 @@ func TestPinnedNeverMoved(t *testing.T) {
 					continue // past its pin, or a job finished
 				}
 				if slices.ContainsFunc(a.GPUs, func(g string) bool { return failed[g] }) {
-					broken++
+					broken++ // the pin ends: moved or stopped (checkPlan: never on a failed GPU)
+					for _, id := range a.Jobs {
+						if ji := intentOf(p, id); ji.Intent == IntentKeep || ji.Reason.Kind == Pinned {
+							t.Fatalf("seed %d round %d: %s kept on a failed GPU: %+v", seed, round, id, ji)
+						}
+					}
 					continue
 				}
 				pinned++
@@ -453,7 +458,7 @@ func TestHeldOverlapping(t *testing.T) {
 			Started: true, RunSinceS: 3500, CheckpointAtS: 3000}
 	}
 	s := &Snapshot{TimeS: 3600, GPUs: []GPU{{ID: "g0", Type: "v100", Server: "s0"}, {ID: "g1", Type: "v100", Server: "s0"}},
-		Jobs: []Job{job("n"), job("a"), job("b")},
+		Jobs:    []Job{job("n"), job("a"), job("b")},
 		Running: []Assignment{{Jobs: []string{"a"}, Type: "v100", GPUs: []string{"g0"}}, {Jobs: []string{"b"}, Type: "v100", GPUs: []string{"g0"}}}}
 	for _, cfg := range []Config{{MinRuntimeS: 1000}, {CheckpointAware: true}} {
 		cfg.Policy, cfg.Solve = "test_perf", xSolve(map[string]float64{"n": 0.5, "a": 0.2, "b": 0.2})
