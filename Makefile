@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 
-.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments
+.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments
 
 all: build
 
@@ -47,6 +47,12 @@ dl2-model: build
 
 dl2-experiments: deps
 	RONDO_DL2_EXPERIMENTS=1 $(GO) test -count=1 -timeout 120m -v -run '^TestDL2Experiments$$' ./cmd/rondo/
+
+# Preemption that respects the work: the experiments of docs/preemption.md
+# (docs/preemption/results.json and the document's results tables; about a
+# minute).
+preemption-experiments: deps
+	RONDO_PREEMPTION_EXPERIMENTS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestPreemptionExperiments$$' ./cmd/rondo/
 
 vet:
 	$(GO) vet ./...

@@ -344,7 +344,7 @@ func (s *simulator) preemptionResult(r *Result) {
 	if s.o.Costs == nil && e.MinRuntimeS == 0 && !e.CheckpointAware && e.ReserveAfterS == 0 && len(s.reserved) == 0 {
 		return
 	}
-	r.LostGPUS, r.Restarts, r.Noticed, r.Reserved = s.lostGPUS, s.restarts, s.noticed, len(s.reserved)
+	r.LostGPUS, r.Restarts, r.Migrations, r.Noticed, r.Reserved = s.lostGPUS, s.restarts, s.migrations, s.noticed, len(s.reserved)
 	var waits []float64
 	for _, js := range s.all {
 		if js.done && s.inWindow(js.tj.ID) && js.tj.ScaleFactor >= 4 {

@@ -251,7 +251,7 @@ func TestCostsTableAsScalars(t *testing.T) {
 	if got.Restarts == 0 || got.LostGPUS <= 0 {
 		t.Errorf("restarts %d, lost %v: want some", got.Restarts, got.LostGPUS)
 	}
-	got.LostGPUS, got.Restarts, got.LargeGangWaitAvgS, got.LargeGangWaitP99S = 0, 0, 0, 0
+	got.LostGPUS, got.Restarts, got.Migrations, got.LargeGangWaitAvgS, got.LargeGangWaitP99S = 0, 0, 0, 0, 0
 	a, _ := json.Marshal(got)
 	w, _ := json.Marshal(want)
 	if string(a) != string(w) {

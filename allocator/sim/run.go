@@ -82,11 +82,12 @@ type simulator struct {
 
 	// Restart costs and preemption (costs.go): each model's row, the
 	// counters and the jobs reserved for.
-	jobCosts map[string]JobCosts
-	lostGPUS float64
-	restarts int
-	noticed  int
-	reserved map[string]bool
+	jobCosts   map[string]JobCosts
+	lostGPUS   float64
+	restarts   int
+	migrations int
+	noticed    int
+	reserved   map[string]bool
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -617,6 +618,7 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 			}
 			if in == engine.IntentMigrate {
 				s.preemptions++
+				s.migrations++
 			}
 			if moved && js.ran {
 				s.restarts++

@@ -318,12 +318,14 @@ type Result struct {
 	// LostGPUS is GPU-seconds lost to restarts (work rolled back by stops
 	// without notice, restore time of resumes, migrations and retunes,
 	// checkpoints on notice; each × the job's GPUs); Restarts the
-	// resumes, migrations and retunes; LargeGangWait* the waiting time
+	// resumes, migrations and retunes, Migrations the migrations alone
+	// (moves to other GPUs: also in Preemptions); LargeGangWait* the waiting time
 	// (JCT − time holding GPUs) of measured jobs of scale factor ≥ 4;
 	// Noticed the checkpoints written on notice; Reserved the jobs the
 	// plans reserved GPUs for.
 	LostGPUS          float64     `json:"lost_gpu_s,omitempty"`
 	Restarts          int         `json:"restarts,omitempty"`
+	Migrations        int         `json:"migrations,omitempty"`
 	LargeGangWaitP99S float64     `json:"large_gang_wait_p99_s,omitempty"`
 	LargeGangWaitAvgS float64     `json:"large_gang_wait_avg_s,omitempty"`
 	Noticed           int         `json:"noticed,omitempty"`

@@ -104,6 +104,6 @@ func writePreemptionLine(w io.Writer, o sim.Options, res *sim.Result) {
 	if o.Costs == nil && e.MinRuntimeS == 0 && !e.CheckpointAware && e.ReserveAfterS == 0 {
 		return
 	}
-	fmt.Fprintf(w, "restarts: %d, %.1f GPU-h lost to restarts, %d checkpoints on notice, %d jobs reserved for; large-gang (≥ 4 GPUs) wait avg %.2f h, p99 %.2f h\n",
-		res.Restarts, res.LostGPUS/3600, res.Noticed, res.Reserved, res.LargeGangWaitAvgS/3600, res.LargeGangWaitP99S/3600)
+	fmt.Fprintf(w, "restarts: %d (%d migrations), %.1f GPU-h lost to restarts, %d checkpoints on notice, %d jobs reserved for; large-gang (≥ 4 GPUs) wait avg %.2f h, p99 %.2f h\n",
+		res.Restarts, res.Migrations, res.LostGPUS/3600, res.Noticed, res.Reserved, res.LargeGangWaitAvgS/3600, res.LargeGangWaitP99S/3600)
 }
