@@ -60,6 +60,7 @@ var preemptionRows = []struct {
 	{"resv", "reservations (after 1 h)", []string{"--preemption-cost", "realistic", "--reserve-after", "3600"}},
 	{"min30_resv", "minimum runtime 30 min + reservations", []string{"--preemption-cost", "realistic", "--min-runtime", "1800", "--reserve-after", "3600"}},
 	{"all", "all three (30 min, checkpoint-aware, reservations)", []string{"--preemption-cost", "realistic", "--min-runtime", "1800", "--checkpoint-aware", "--reserve-after", "3600"}},
+	{"all60", "all three with 60 min", []string{"--preemption-cost", "realistic", "--min-runtime", "3600", "--checkpoint-aware", "--reserve-after", "3600"}},
 }
 
 // preemptionRun is one run's record in results.json.
