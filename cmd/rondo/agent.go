@@ -301,6 +301,7 @@ func (c *agentCmd) Run(args []string) int {
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress, Epochs: epochs,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
+		Checkpoints: func(job string) (state.Checkpoint, bool) { return ag.Checkpoint(job) },
 		CheckProfile: func(name string) error {
 			if t := profiles.Load(); t != nil {
 				return t.Known(name)
