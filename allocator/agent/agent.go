@@ -193,6 +193,11 @@ type JobStatus struct {
 	// arrival_s; absent when not running or unknown): a minimum runtime
 	// counts from it.
 	RunSinceS float64 `json:"run_since_s,omitempty"`
+	// CheckpointAt is the checkpoint it last reported (the lease API's
+	// checkpoint_at), RestoreS what its last (re)start cost: its reported
+	// restore_s, else its measured start latency; absent when unknown.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	RestoreS     float64    `json:"restore_s,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -637,6 +642,9 @@ func (a *Agent) markAnyNamespace(job string) bool {
 }
 
 func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
+	a.smu.Lock()
+	cks := maps.Clone(a.st.Checkpoints)
+	a.smu.Unlock()
 	types := map[string]TypeUsage{}
 	for _, g := range s.GPUs {
 		u := types[g.Type]
@@ -706,6 +714,18 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID]}
 		if ji, ok := intents[j.ID]; ok {
 			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
+		}
+		if ck, ok := cks[j.ID]; ok {
+			if !ck.At.IsZero() {
+				at := ck.At
+				js.CheckpointAt = &at
+			}
+			switch {
+			case ck.RestoreS != nil:
+				js.RestoreS = *ck.RestoreS
+			case ck.StartLatencyS != nil:
+				js.RestoreS = *ck.StartLatencyS
+			}
 		}
 		for _, v := range j.ReceivedS {
 			if v > 0 {

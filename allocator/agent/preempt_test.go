@@ -145,6 +145,11 @@ func TestCheckpointReportsSurviveRestart(t *testing.T) {
 	if err := a1.StepContext(ctx); err != nil { // saved with the round
 		t.Fatal(err)
 	}
+	for _, j := range a1.Status().Jobs {
+		if j.ID == "a" && (j.CheckpointAt == nil || !j.CheckpointAt.Equal(ckAt) || j.RestoreS != 2.5) {
+			t.Errorf("status a: checkpoint at %v, restore %g", j.CheckpointAt, j.RestoreS)
+		}
+	}
 	a2 := newTestAgent(t, &fakeBackend{}, store, nil)
 	if err := a2.Start(ctx); err != nil {
 		t.Fatal(err)
