@@ -114,9 +114,6 @@ type jobState struct {
 	sf        int
 	gpus      []string // live placement
 	allocs    []string // the live allocations holding gpus
-	// runSinceS is when the job's current run began: the creation of the
-	// oldest live allocation holding its GPUs (0: not running).
-	runSinceS float64
 	servers   []string
 	admitted  bool
 	inPool    bool
@@ -140,6 +137,9 @@ type jobState struct {
 	psGroup   string
 	psLive    int
 	psServers []string
+	// runSinceS is when the job's current run began: the creation of the
+	// oldest live allocation holding its GPUs (0: not running).
+	runSinceS float64
 }
 
 // Backend implements loop.Backend on a Nomad cluster. Its bookkeeping
