@@ -255,19 +255,9 @@ func decodeElastic(b *hcl.Block, p *JobPolicy) hcl.Diagnostics {
 		diags = append(append(diags, d1...), d2...)
 		if !d1.HasErrors() && !d2.HasErrors() {
 			p.ElasticMin, p.ElasticMax = lo, hi
-			switch {
-			case lo < 1:
-				diags = append(diags, errAt(minA.Expr.Range(), "Invalid elastic min",
-					fmt.Sprintf("elastic min = %d must be at least 1 worker", lo)))
-			case hi < lo:
-				diags = append(diags, errAt(maxA.Expr.Range(), "Invalid elastic max",
-					fmt.Sprintf("elastic max = %d is below min = %d", hi, lo)))
-			case hi > maxCount:
-				diags = append(diags, errAt(maxA.Expr.Range(), "Invalid elastic max",
-					fmt.Sprintf("elastic max = %d is out of range (at most %d workers)", hi, maxCount)))
-			default:
-				bounds = true
-			}
+			d := rangeCheck(minA, maxA, "elastic", lo, hi, "worker", "workers")
+			diags = append(diags, d...)
+			bounds = !d.HasErrors()
 		}
 	}
 	if a := c.Attributes["epochs"]; a != nil {
@@ -359,20 +349,29 @@ func decodePS(b *hcl.Block, p *JobPolicy) hcl.Diagnostics {
 	if d1.HasErrors() || d2.HasErrors() {
 		return diags
 	}
-	switch {
-	case lo < 1:
-		diags = append(diags, errAt(minA.Expr.Range(), "Invalid ps min",
-			fmt.Sprintf("ps min = %d must be at least 1 parameter server", lo)))
-	case hi < lo:
-		diags = append(diags, errAt(maxA.Expr.Range(), "Invalid ps max",
-			fmt.Sprintf("ps max = %d is below min = %d", hi, lo)))
-	case hi > maxCount:
-		diags = append(diags, errAt(maxA.Expr.Range(), "Invalid ps max",
-			fmt.Sprintf("ps max = %d is out of range (at most %d parameter servers)", hi, maxCount)))
-	default:
+	d := rangeCheck(minA, maxA, "ps", lo, hi, "parameter server", "parameter servers")
+	if !d.HasErrors() {
 		p.PSMin, p.PSMax = lo, hi
 	}
-	return diags
+	return append(diags, d...)
+}
+
+// rangeCheck is the one check of a block's min and max counts (elastic
+// workers, ps parameter servers): min ≥ 1, max ≥ min, max ≤ maxCount, the
+// error at the attribute at fault.
+func rangeCheck(minA, maxA *hcl.Attribute, block string, lo, hi int, unit, units string) hcl.Diagnostics {
+	switch {
+	case lo < 1:
+		return hcl.Diagnostics{errAt(minA.Expr.Range(), "Invalid "+block+" min",
+			fmt.Sprintf("%s min = %d must be at least 1 %s", block, lo, unit))}
+	case hi < lo:
+		return hcl.Diagnostics{errAt(maxA.Expr.Range(), "Invalid "+block+" max",
+			fmt.Sprintf("%s max = %d is below min = %d", block, hi, lo))}
+	case hi > maxCount:
+		return hcl.Diagnostics{errAt(maxA.Expr.Range(), "Invalid "+block+" max",
+			fmt.Sprintf("%s max = %d is out of range (at most %d %s)", block, hi, maxCount, units))}
+	}
+	return nil
 }
 
 // renamed gives every error of d the summary s (one naming the field), so

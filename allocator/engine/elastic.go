@@ -145,6 +145,9 @@ func (e *Engine) elasticGrow(s *Snapshot, order []string, assigns []Assignment, 
 				cl.take(a.GPUs)
 			}
 		}
+		if e.pr != nil && e.pr.resv != nil && e.pr.resv.Type == t {
+			cl.take(e.pr.blocked) // reserved for a gang: no extras there
+		}
 		slices.SortStableFunc(idx, func(x, y int) int {
 			switch {
 			case assigns[x].Priority > assigns[y].Priority:

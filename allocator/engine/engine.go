@@ -158,6 +158,20 @@ type Engine struct {
 	entityOf map[string]string
 	// firstDone: ResetFirst has been honoured.
 	firstDone bool
+
+	// Preemption that respects the work (preempt.go). pre: one of its
+	// options is on (else none of it runs); pr is the round's own state,
+	// between preBegin and preFinish; preTaken the jobs taken before
+	// selection. Kept between rounds (History): when a plan of this
+	// engine last started each running job, the jobs noticed last round,
+	// when each job last ran (its arrival before) and the reservation.
+	pre       bool
+	pr        *preRound
+	preTaken  int
+	runStart  map[string]float64
+	noticed   map[string]bool
+	waitSince map[string]float64
+	resv      *Reservation
 }
 
 // New checks the configuration.
@@ -170,6 +184,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.RoundS < 0 || math.IsNaN(cfg.RoundS) {
 		return nil, fmt.Errorf("engine: round length must be positive")
+	}
+	if cfg.MinRuntimeS < 0 || cfg.ReserveAfterS < 0 || math.IsNaN(cfg.MinRuntimeS) || math.IsNaN(cfg.ReserveAfterS) ||
+		math.IsInf(cfg.MinRuntimeS, 0) || math.IsInf(cfg.ReserveAfterS, 0) {
+		return nil, fmt.Errorf("engine: minimum runtime and reservation wait must be finite and not negative")
 	}
 	if cfg.GavelCompat && cfg.MinResetIntervalS == 0 {
 		cfg.MinResetIntervalS = 1920
@@ -198,6 +216,7 @@ func New(cfg Config) (*Engine, error) {
 	// skips priority-0 candidates only for FIFO.
 	e.shuffle = !strings.Contains(name, "perf") && !e.packing
 	e.fifo = strings.HasPrefix(name, "fifo")
+	e.pre = cfg.MinRuntimeS > 0 || cfg.CheckpointAware || cfg.ReserveAfterS > 0
 	return e, nil
 }
 

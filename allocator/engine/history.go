@@ -46,6 +46,15 @@ type History struct {
 	Rounds   int                `json:"rounds,omitempty"`
 	// Shuffler is the type-shuffle generator's state (agnostic policies).
 	Shuffler []uint32 `json:"shuffler,omitempty"`
+	// Preemption that respects the work (preempt.go; absent from older
+	// histories and when its options are off): when a plan of the engine
+	// last started each job that runs (Job.RunSinceS's fallback), the jobs
+	// noticed last round, when each job last ran (its arrival before) and
+	// the reservation in force.
+	RunStartS   map[string]float64 `json:"run_start_s,omitempty"`
+	Noticed     []string           `json:"noticed,omitempty"`
+	WaitSinceS  map[string]float64 `json:"wait_since_s,omitempty"`
+	Reservation *Reservation       `json:"reservation,omitempty"`
 }
 
 // HistoryAllocation is a policies.Allocation without its solve statistics.
@@ -132,6 +141,21 @@ func (e *Engine) History() *History {
 	if e.shuffle {
 		h.Shuffler = e.shuffler.State()
 	}
+	if len(e.runStart) > 0 {
+		h.RunStartS = maps.Clone(e.runStart)
+	}
+	for id := range e.noticed {
+		h.Noticed = append(h.Noticed, id)
+	}
+	sort.Strings(h.Noticed)
+	if len(e.waitSince) > 0 {
+		h.WaitSinceS = maps.Clone(e.waitSince)
+	}
+	if e.resv != nil {
+		r := *e.resv
+		r.GPUs = slices.Clone(r.GPUs)
+		h.Reservation = &r
+	}
 	return h
 }
 
@@ -174,6 +198,20 @@ func (e *Engine) setHistory(h *History) error {
 	}
 	e.lastGPUs, e.gpusSeen = slices.Clone(h.GPUs), h.GPUsSeen
 	e.isoTime, e.isoTput, e.isoSteps = cloneOr(h.IsoTimeS), cloneOr(h.IsoTput), cloneOr(h.IsoSteps)
+	if e.pre {
+		e.runStart, e.waitSince = maps.Clone(h.RunStartS), maps.Clone(h.WaitSinceS)
+		for _, id := range h.Noticed {
+			if e.noticed == nil {
+				e.noticed = map[string]bool{}
+			}
+			e.noticed[id] = true
+		}
+		if r := h.Reservation; r != nil && e.cfg.ReserveAfterS > 0 {
+			cp := *r
+			cp.GPUs = slices.Clone(r.GPUs)
+			e.resv = &cp
+		}
+	}
 	for _, hu := range h.Units {
 		var k ukey
 		switch len(hu.Jobs) {

@@ -238,6 +238,12 @@ func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job) {
 					ji.Reason = Reason{Kind: MovesOffFailed, From: old.Type, To: a.Type, GPU: gone}
 				}
 			}
+			// The engine's preemption rules say why (preempt.go); a resize
+			// keeps its own reason (the counts).
+			if a.Why != nil && ji.Intent != IntentResize {
+				ji.Reason = *a.Why
+			}
+			ji.Checkpoint = a.Checkpoint
 			p.Intents = append(p.Intents, ji)
 		}
 	}

@@ -142,7 +142,9 @@ type candidate struct {
 }
 
 // Round decides one round: it brings the allocation up to date, selects
-// units per GPU type in priority order and places them.
+// units per GPU type in priority order and places them. The preemption
+// options (preempt.go) hold units before selection and re-weigh, notice
+// and backfill after it.
 func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	recomputed, solveMS, err := e.Allocate(s)
 	if err != nil {
@@ -153,10 +155,19 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 
 	order := e.typeOrder(s.GPUs)
 	free := healthyCounts(s.GPUs)
+	if e.pre {
+		e.preBegin(s, free) // pins, a reservation's start or its GPUs held back
+	}
 	selected := e.selectUnits(order, free)
+	if e.pr != nil {
+		e.preSelected(order, selected, free) // checkpoint-aware choice, notices, backfill
+	}
 	ps, extras := e.elasticPrepare(s)
 	plan.Assignments = e.place(ps, order, selected)
 	e.elasticGrow(s, order, plan.Assignments, extras)
+	if e.pr != nil {
+		e.preFinish(order, plan) // a new reservation, notices to its holders, records
+	}
 
 	running := map[string]bool{}
 	for _, a := range plan.Assignments {
@@ -245,7 +256,7 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 	// Jobs not selected yet: once there are none, every unit left is busy
 	// and the rest of the ranking (with packing, thousands of pairs) need
 	// not be visited.
-	left := len(e.snapJobs)
+	left := len(e.snapJobs) - e.preTaken
 	pass := func(t string, mode int) {
 		if free[t] == 0 || left == 0 {
 			return
@@ -344,17 +355,7 @@ func byRank(a, b *candidate) int {
 // without a visit: selection would skip them, and there may be tens of
 // thousands (taken < 0: none is skipped).
 func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
-	cb := e.candBufs[t]
-	if cb == nil || cb.prepRound != e.rounds || cb.prepStamp != e.prepStamp {
-		types := []string{t}
-		for tt := range e.typeIndex {
-			if tt != t {
-				types = append(types, tt)
-			}
-		}
-		e.prepare(types)
-		cb = e.candBufs[t]
-	}
+	cb := e.prepared(t)
 	if cb.needZ {
 		e.buildZ(t, cb)
 	}
@@ -417,6 +418,22 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 		}
 	}
 	cb.trivs = trivs
+}
+
+// prepared is type t's candidate buffers, prepared for this round.
+func (e *Engine) prepared(t string) *candBuf {
+	cb := e.candBufs[t]
+	if cb == nil || cb.prepRound != e.rounds || cb.prepStamp != e.prepStamp {
+		types := []string{t}
+		for tt := range e.typeIndex {
+			if tt != t {
+				types = append(types, tt)
+			}
+		}
+		e.prepare(types)
+		cb = e.candBufs[t]
+	}
+	return cb
 }
 
 // buildZ sorts the type's non-trivial priority-0 units by rank. After a
@@ -695,6 +712,9 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 	var out []Assignment
 	for _, t := range order {
 		cl := e.clusterFor(s.GPUs, t)
+		if e.pr != nil {
+			out = e.pr.placeFixed(cl, t, out) // pinned, kept, the gang, backfill
+		}
 		cands := selected[t]
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
 		if !e.cfg.GavelCompat {

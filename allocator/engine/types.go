@@ -208,6 +208,13 @@ type Assignment struct {
 	// when a placement stage gave them (allocator/placement); nil otherwise.
 	// A job on several servers holds them in proportion to its GPUs there.
 	Resources []Resources `json:"resources,omitempty"`
+	// Checkpoint and Why are what the engine's preemption rules
+	// (preempt.go) decided for the unit: checkpoint now, it stops next
+	// round (JobIntent.Checkpoint), and the reason its intents give instead
+	// of the usual one (Pinned, Noticed, Backfills; nil: the usual).
+	// Annotate reads them, so the reasons survive the VC deciders' merge.
+	Checkpoint bool    `json:"checkpoint,omitempty"`
+	Why        *Reason `json:"-"`
 }
 
 // Resources are a job's CPU cores and memory, over all its servers.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/cli"
 
+	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/sim/sweep"
 	"github.com/rondo-sched/rondo/policies/dl2"
 )
@@ -150,18 +151,19 @@ func dl2Config(c *dl2Train) (dl2.TrainConfig, error) {
 	return cfg, nil
 }
 
+// oneTypeGPUs is the GPUs of a -cluster spec (sim.ParseCluster's syntax),
+// all types counted as one: DL2's model has one GPU type.
 func oneTypeGPUs(cluster string) (int, error) {
+	m, err := sim.ParseCluster(cluster)
+	if err != nil {
+		return 0, fmt.Errorf("-cluster: %v", err)
+	}
 	n := 0
-	for _, part := range strings.Split(cluster, ",") {
-		kv := strings.SplitN(strings.TrimSpace(part), "=", 2)
-		if len(kv) != 2 {
-			return 0, fmt.Errorf("-cluster: %q is not type=count", part)
-		}
-		v, err := strconv.Atoi(kv[1])
-		if err != nil || v < 1 {
-			return 0, fmt.Errorf("-cluster: %q: count must be a positive integer", part)
-		}
+	for _, v := range m {
 		n += v
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("-cluster: %q has no GPUs", cluster)
 	}
 	return n, nil
 }

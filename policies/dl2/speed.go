@@ -158,51 +158,45 @@ func ReadSpeedCSV(name string, r io.Reader, base Models) (Models, error) {
 	type row struct{ p, w, t float64 }
 	rows := map[string][]row{}
 	var order []string
-	sc := bufio.NewScanner(r)
-	line, header := 0, false
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		f := splitFields(text)
+	header := false
+	last, err := eachRecord(name, r, func(line int, text string, f []string) error {
 		if !header {
 			if strings.Join(f, ",") != SpeedCSVHeader {
-				return nil, fmt.Errorf("%s:%d: header: want %q, got %q", name, line, SpeedCSVHeader, text)
+				return fmt.Errorf("%s:%d: header: want %q, got %q", name, line, SpeedCSVHeader, text)
 			}
 			header = true
-			continue
+			return nil
 		}
 		if len(f) != 4 {
-			return nil, fmt.Errorf("%s:%d: want 4 fields (%s), got %d", name, line, SpeedCSVHeader, len(f))
+			return fmt.Errorf("%s:%d: want 4 fields (%s), got %d", name, line, SpeedCSVHeader, len(f))
 		}
 		model := f[0]
 		if model == "" {
-			return nil, fmt.Errorf("%s:%d: model: empty", name, line)
+			return fmt.Errorf("%s:%d: model: empty", name, line)
 		}
 		ps, err := strconv.Atoi(f[1])
 		if err != nil || ps <= 0 {
-			return nil, fmt.Errorf("%s:%d: ps: not a positive integer %q", name, line, f[1])
+			return fmt.Errorf("%s:%d: ps: not a positive integer %q", name, line, f[1])
 		}
 		w, err := strconv.Atoi(f[2])
 		if err != nil || w <= 0 {
-			return nil, fmt.Errorf("%s:%d: workers: not a positive integer %q", name, line, f[2])
+			return fmt.Errorf("%s:%d: workers: not a positive integer %q", name, line, f[2])
 		}
 		eph, err := strconv.ParseFloat(f[3], 64)
 		if err != nil || !(eph > 0) || math.IsInf(eph, 1) {
-			return nil, fmt.Errorf("%s:%d: epochs_per_hour: not a positive number %q", name, line, f[3])
+			return fmt.Errorf("%s:%d: epochs_per_hour: not a positive number %q", name, line, f[3])
 		}
 		if _, ok := rows[model]; !ok {
 			order = append(order, model)
 		}
 		rows[model] = append(rows[model], row{float64(ps), float64(w), 3600 / eph})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !header {
-		return nil, fmt.Errorf("%s:%d: header: want %q, got nothing", name, line+1, SpeedCSVHeader)
+		return nil, fmt.Errorf("%s:%d: header: want %q, got nothing", name, last+1, SpeedCSVHeader)
 	}
 	out := make(Models, len(base)+len(order))
 	for k, v := range base {
@@ -226,6 +220,28 @@ func ReadSpeedCSV(name string, r io.Reader, base Models) (Models, error) {
 		out[model] = m
 	}
 	return out, nil
+}
+
+// eachRecord calls fn with every line of r that is neither blank nor a
+// "#" comment (its 1-based number, trimmed text and trimmed comma-separated
+// fields), stopping at fn's first error; last is the last line's number.
+// The trace and speed-table parsers share it.
+func eachRecord(name string, r io.Reader, fn func(line int, text string, f []string) error) (last int, err error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		last++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		if err := fn(last, text, splitFields(text)); err != nil {
+			return last, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return last, fmt.Errorf("%s: %v", name, err)
+	}
+	return last, nil
 }
 
 // splitFields splits a comma-separated line and trims each field.

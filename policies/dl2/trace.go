@@ -31,65 +31,59 @@ const TraceHeader = "id,model,arrival_s,epochs"
 func ParseTrace(name string, r io.Reader, models Models) ([]TraceJob, error) {
 	var jobs []TraceJob
 	seen := map[string]int{} // id -> line
-	sc := bufio.NewScanner(r)
-	line, first := 0, true
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		f := splitFields(text)
+	first := true
+	_, err := eachRecord(name, r, func(line int, text string, f []string) error {
 		if first {
 			first = false
 			if f[0] == "id" {
 				if strings.Join(f, ",") != TraceHeader {
-					return nil, fmt.Errorf("%s:%d: header: want %q, got %q", name, line, TraceHeader, text)
+					return fmt.Errorf("%s:%d: header: want %q, got %q", name, line, TraceHeader, text)
 				}
-				continue
+				return nil
 			}
 		}
 		if len(f) != 4 {
-			return nil, fmt.Errorf("%s:%d: want 4 fields (%s), got %d", name, line, TraceHeader, len(f))
+			return fmt.Errorf("%s:%d: want 4 fields (%s), got %d", name, line, TraceHeader, len(f))
 		}
 		j := TraceJob{ID: f[0], Model: f[1]}
 		if j.ID == "" {
-			return nil, fmt.Errorf("%s:%d: id: empty", name, line)
+			return fmt.Errorf("%s:%d: id: empty", name, line)
 		}
 		if l, ok := seen[j.ID]; ok {
-			return nil, fmt.Errorf("%s:%d: id: duplicate %q (first on line %d)", name, line, j.ID, l)
+			return fmt.Errorf("%s:%d: id: duplicate %q (first on line %d)", name, line, j.ID, l)
 		}
 		seen[j.ID] = line
 		if j.Model == "" {
-			return nil, fmt.Errorf("%s:%d: model: empty", name, line)
+			return fmt.Errorf("%s:%d: model: empty", name, line)
 		}
 		if _, ok := models[j.Model]; len(models) > 0 && !ok {
-			return nil, fmt.Errorf("%s:%d: model: unknown model %q (known: %s)", name, line, j.Model, strings.Join(models.Names(), ", "))
+			return fmt.Errorf("%s:%d: model: unknown model %q (known: %s)", name, line, j.Model, strings.Join(models.Names(), ", "))
 		}
 		a, err := strconv.ParseFloat(f[2], 64)
 		switch {
 		case err != nil && !isRange(err):
-			return nil, fmt.Errorf("%s:%d: arrival_s: not a number %q", name, line, f[2])
+			return fmt.Errorf("%s:%d: arrival_s: not a number %q", name, line, f[2])
 		case math.IsNaN(a) || math.IsInf(a, 0):
-			return nil, fmt.Errorf("%s:%d: arrival_s: must be finite, got %q", name, line, f[2])
+			return fmt.Errorf("%s:%d: arrival_s: must be finite, got %q", name, line, f[2])
 		case a < 0:
-			return nil, fmt.Errorf("%s:%d: arrival_s: must be >= 0, got %q", name, line, f[2])
+			return fmt.Errorf("%s:%d: arrival_s: must be >= 0, got %q", name, line, f[2])
 		}
 		j.ArrivalS = a
 		e, err := strconv.ParseFloat(f[3], 64)
 		switch {
 		case err != nil && !isRange(err):
-			return nil, fmt.Errorf("%s:%d: epochs: not a number %q", name, line, f[3])
+			return fmt.Errorf("%s:%d: epochs: not a number %q", name, line, f[3])
 		case math.IsNaN(e) || math.IsInf(e, 0):
-			return nil, fmt.Errorf("%s:%d: epochs: must be finite, got %q", name, line, f[3])
+			return fmt.Errorf("%s:%d: epochs: must be finite, got %q", name, line, f[3])
 		case e <= 0:
-			return nil, fmt.Errorf("%s:%d: epochs: must be > 0, got %q", name, line, f[3])
+			return fmt.Errorf("%s:%d: epochs: must be > 0, got %q", name, line, f[3])
 		}
 		j.Epochs = e
 		jobs = append(jobs, j)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ArrivalS < jobs[b].ArrivalS })
 	return jobs, nil
