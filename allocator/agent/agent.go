@@ -183,7 +183,8 @@ type JobStatus struct {
 	Refused string `json:"refused,omitempty"`
 	// Intent and Reason are what the last plan did to the job and why
 	// (engine.JobIntent; absent when the plan said nothing of it, e.g. a
-	// job left waiting). CheckpointNow: the plan gives the job notice
+	// job left waiting; a gang waiting on its reservation has the
+	// reservation's reason, Reserved). CheckpointNow: the plan gives the job notice
 	// (keep, checkpoint now, stop next round; its lease answers say
 	// checkpoint_now).
 	Intent        string `json:"intent,omitempty"`
@@ -687,6 +688,10 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			notice[ji.Job] = true
 		}
 	}
+	reserved := make(map[string]engine.Reservation, len(p.Reservations))
+	for _, r := range p.Reservations {
+		reserved[r.Job] = r
+	}
 	refused := map[string]string{}
 	for _, u := range p.Users {
 		for j, why := range u.Refused {
@@ -714,6 +719,8 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID]}
 		if ji, ok := intents[j.ID]; ok {
 			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
+		} else if r, ok := reserved[j.ID]; ok {
+			js.Reason = r.Reason().String() // a gang waiting on its reservation
 		}
 		if ck, ok := cks[j.ID]; ok {
 			if !ck.At.IsZero() {

@@ -12,7 +12,8 @@ import (
 
 // noticeDecider runs job a on g0 and, while notice is set, gives it
 // notice (a keep with Checkpoint, as a checkpoint-aware engine does the
-// round before it stops a job); it reserves g0 for the waiting gang c.
+// round before it stops a job); it reserves g0 for the waiting gang c
+// (which the plan gives no intent: its reason is the reservation's).
 type noticeDecider struct{ notice bool }
 
 func (d *noticeDecider) Round(s *engine.Snapshot) (*engine.Plan, error) {
@@ -29,8 +30,6 @@ func (d *noticeDecider) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		p.Intents[0].Checkpoint = true
 		p.Intents[0].Reason = engine.Reason{Kind: engine.Noticed, To: "v100", Priority: 0.5}
 	}
-	p.Intents = append(p.Intents, engine.JobIntent{Job: "c", Intent: engine.IntentKeep,
-		Reason: engine.Reason{Kind: engine.Reserved, To: "v100", Until: s.TimeS + 60}})
 	p.Reservations = []engine.Reservation{{Job: "c", Type: "v100", GPUs: []string{"g0"}, StartS: s.TimeS + 60, SinceS: s.TimeS}}
 	return p, nil
 }
@@ -80,7 +79,7 @@ func TestLeaseNotice(t *testing.T) {
 	if j := js["a"]; !j.CheckpointNow || j.Intent != "keep" || !strings.HasPrefix(j.Reason, "checkpoint now") {
 		t.Errorf("status a: %+v", j)
 	}
-	if j := js["c"]; j.CheckpointNow || !strings.HasPrefix(j.Reason, "waits: GPUs of v100 are reserved") {
+	if j := js["c"]; j.CheckpointNow || j.Intent != "" || !strings.HasPrefix(j.Reason, "waits: GPUs of v100 are reserved") {
 		t.Errorf("status c: %+v", j)
 	}
 	if j := js["b"]; j.Intent != "" || j.Reason != "" || j.CheckpointNow {
