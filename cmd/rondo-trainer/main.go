@@ -316,6 +316,7 @@ func run(args []string) int {
 		ck.Total = total
 	}
 	wk := &work{steps: ck.Steps, ckAt: ck.At}
+	saved := ck.Steps // the steps of the last checkpoint (a restart resumes there)
 	save := func() {
 		if !writer {
 			return
@@ -332,6 +333,7 @@ func run(args []string) int {
 		if err := os.WriteFile(tmp, b, 0o644); err == nil {
 			os.Rename(tmp, path) // atomic: readers never see half a file
 		}
+		saved = ck.Steps
 		wk.mu.Lock()
 		wk.ckAt, wk.ckS, wk.wrote = ck.At, time.Since(began).Seconds(), true
 		wk.mu.Unlock()
@@ -378,7 +380,8 @@ func run(args []string) int {
 		select {
 		case s := <-sig:
 			if !onStop {
-				fmt.Printf("rondo-trainer: %v: stopped at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false)\n", s, ck.Steps, total)
+				fmt.Printf("rondo-trainer: %v: stopped at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n",
+					s, ck.Steps, total, saved)
 				return 0
 			}
 			save()
@@ -391,7 +394,8 @@ func run(args []string) int {
 			}
 		case <-leaseEnded:
 			if !onStop {
-				fmt.Printf("rondo-trainer: lease ends at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false)\n", ck.Steps, total)
+				fmt.Printf("rondo-trainer: lease ends at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n",
+					ck.Steps, total, saved)
 				continue
 			}
 			checkpoint()

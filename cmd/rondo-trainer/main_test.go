@@ -358,7 +358,7 @@ func TestCheckpointNotice(t *testing.T) {
 	if c := readCk(t, dir); c != ck {
 		t.Fatalf("checkpointed on stop: %+v, want %+v", c, ck)
 	}
-	if !strings.Contains(out.String(), "not checkpointed (RONDO_CHECKPOINT_ON_STOP=false)") {
+	if !strings.Contains(out.String(), fmt.Sprintf("not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n", ck.Steps)) {
 		t.Errorf("no stop line in %q", out.String())
 	}
 	// Restarted: from the notice's checkpoint.
