@@ -29,7 +29,8 @@ func engineOwn(k engine.ReasonKind) bool {
 
 // keepEngineIntents carries what the mechanisms said of their own jobs
 // into the merged plan's intents, which engine.Annotate made anew from the
-// merged plan: a notice (JobIntent.Checkpoint: checkpoint now, stop next
+// merged plan (it reads Assignment.Checkpoint and Why, which the cell
+// layer's rebuilt assignments no longer carry): a notice (JobIntent.Checkpoint: checkpoint now, stop next
 // round) and the reasons only an engine knows (minimum runtime, notice,
 // reservation, backfill), where the merged intent is the engine's (same
 // job, same intent); an engine's intent for a job the merged plan gives
