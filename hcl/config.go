@@ -57,6 +57,65 @@ type Config struct {
 	// their throughput reports (optimistic profiling, exploring cores:
 	// restarts; allocator/placement learn.go). Default false.
 	LearnProfiles bool
+	// Preemption is the top level's min_runtime, checkpoint_aware and
+	// reserve_after: the cluster's without VCs, the default of VCs that
+	// set none, and the opportunistic engine's (PreemptionOf).
+	Preemption Preemption
+}
+
+// Preemption is how an engine stops running work for waiting work
+// (issue #21; allocator/engine's Config.MinRuntimeS, CheckpointAware and
+// ReserveAfterS): the attributes min_runtime, checkpoint_aware and
+// reserve_after of a vc block or of the top level. Each is set or not on
+// its own (its range is zero when unset); a VC's unset ones are the top
+// level's (Config.PreemptionOf). All unset: Gavel's mechanism as it was.
+type Preemption struct {
+	// MinRuntime: a started job keeps its GPUs this long (unless one
+	// fails or a guaranteed job needs its cell). >= 0.
+	MinRuntime time.Duration
+	// CheckpointAware: stop the victim that loses least and give it one
+	// round's notice to checkpoint.
+	CheckpointAware bool
+	// ReserveAfter: a gang waiting this long gets a reservation. >= 0
+	// (0: none).
+	ReserveAfter time.Duration
+	// The values' ranges; zero when the attribute is unset.
+	MinRuntimeRange, CheckpointAwareRange, ReserveAfterRange hcl.Range
+}
+
+// PreemptionAttrs are the attribute names of a Preemption.
+var PreemptionAttrs = []string{"min_runtime", "checkpoint_aware", "reserve_after"}
+
+// Over is p with the attributes it leaves unset taken from def.
+func (p Preemption) Over(def Preemption) Preemption {
+	if p.MinRuntimeRange == (hcl.Range{}) {
+		p.MinRuntime, p.MinRuntimeRange = def.MinRuntime, def.MinRuntimeRange
+	}
+	if p.CheckpointAwareRange == (hcl.Range{}) {
+		p.CheckpointAware, p.CheckpointAwareRange = def.CheckpointAware, def.CheckpointAwareRange
+	}
+	if p.ReserveAfterRange == (hcl.Range{}) {
+		p.ReserveAfter, p.ReserveAfterRange = def.ReserveAfter, def.ReserveAfterRange
+	}
+	return p
+}
+
+// IsSet reports whether any of the three attributes is set.
+func (p Preemption) IsSet() bool {
+	return p.MinRuntimeRange != (hcl.Range{}) || p.CheckpointAwareRange != (hcl.Range{}) || p.ReserveAfterRange != (hcl.Range{})
+}
+
+// PreemptionOf is the preemption settings of a VC's engine: the VC's own,
+// the top level's for those it leaves unset. vc "" (or a VC the config
+// does not declare): the top level's (the opportunistic engine's, and the
+// cluster's without VCs).
+func (c *Config) PreemptionOf(vc string) Preemption {
+	for _, v := range c.VCs {
+		if v.Name == vc && vc != "" {
+			return v.Preemption.Over(c.Preemption)
+		}
+	}
+	return c.Preemption
 }
 
 // PlacementModes are the placement names (allocator/placement.Modes; hcl
@@ -179,6 +238,11 @@ type VC struct {
 	SpaceSharing bool
 	// Placement is the VC's CPU and memory placement ("" : the config's).
 	Placement string
+	// Preemption is the VC's own min_runtime, checkpoint_aware and
+	// reserve_after (Config.PreemptionOf adds the top level's defaults).
+	// Only engine VCs read them: setting one in a gandiva_fair or dl2 VC
+	// is an error.
+	Preemption Preemption
 
 	// Gandiva-fair (policy = "gandiva_fair" only; any of these in another
 	// VC is an error).
@@ -370,7 +434,8 @@ func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
 }
 
 var fileSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}, {Name: "learn_profiles"}},
+	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}, {Name: "learn_profiles"},
+		{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
@@ -414,6 +479,15 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 		diags = append(diags, d...)
 		cfg.LearnProfiles = cfg.LearnProfiles || on
 	}
+	for _, name := range PreemptionAttrs {
+		// Once over all the files, like placement.
+		if a, ok := content.Attributes[name]; ok {
+			if r := cfg.Preemption.rangeOf(name); *r != (hcl.Range{}) {
+				diags = append(diags, errAt(a.NameRange, "Duplicate "+name, fmt.Sprintf("%s is already set at %s", name, pos(*r))))
+			}
+		}
+	}
+	diags = append(diags, decodePreemption(content, &cfg.Preemption, "")...)
 	if a, ok := content.Attributes["profiles"]; ok {
 		if cfg.ProfilesRange != (hcl.Range{}) {
 			diags = append(diags, errAt(a.NameRange, "Duplicate profiles", fmt.Sprintf("profiles is already set at %s", cfg.ProfilesRange)))
@@ -665,7 +739,8 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	v := VC{Name: b.Labels[0], Policy: DefaultVCPolicy, Weight: 1, SpaceSharing: true, Range: b.DefRange}
 	content, diags := b.Body.Content(&hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"},
-			{Name: "trading"}, {Name: "quantum"}, {Name: "max_migrations"}, {Name: "trade_margin"}},
+			{Name: "trading"}, {Name: "quantum"}, {Name: "max_migrations"}, {Name: "trade_margin"},
+			{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}, {Type: "user", LabelNames: []string{"name"}}, {Type: "dl2"}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
@@ -723,6 +798,18 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	// fields belong is unknown.
 	diags = append(diags, decodeGandivaFair(content, &v, policyOK)...)
 	diags = append(diags, decodeDL2(content, &v, policyOK)...)
+	if own := v.GandivaFair() || v.IsDL2(); own || !policyOK {
+		// Another mechanism than the engine's: it reads none of them
+		// (no error when the policy itself is unknown: that error alone).
+		for _, name := range PreemptionAttrs {
+			if a, ok := content.Attributes[name]; ok && own {
+				diags = append(diags, errAt(a.NameRange, "Not an engine VC",
+					fmt.Sprintf("vc %q: %s: a %s VC's mechanism does not preempt by it (policy is %q)", v.Name, name, v.Policy, v.Policy)))
+			}
+		}
+	} else {
+		diags = append(diags, decodePreemption(content, &v.Preemption, fmt.Sprintf("vc %q: ", v.Name))...)
+	}
 	if a, ok := content.Attributes["weight"]; ok {
 		w, d := floatAttr(a)
 		diags = append(diags, d...)
@@ -786,6 +873,58 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		v.Entities = append(v.Entities, e)
 	}
 	return v, diags
+}
+
+// decodePreemption reads min_runtime, checkpoint_aware and reserve_after
+// into p (where prefixes the errors: `vc "x": `, or "" at top level). The
+// durations are Go duration strings >= 0; every error names the field.
+func decodePreemption(content *hcl.BodyContent, p *Preemption, where string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, f := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"min_runtime", &p.MinRuntime}, {"reserve_after", &p.ReserveAfter}} {
+		a, ok := content.Attributes[f.name]
+		if !ok {
+			continue
+		}
+		s, d := stringAttr(a)
+		diags = append(diags, d...)
+		if d.HasErrors() {
+			continue
+		}
+		*p.rangeOf(f.name) = a.Expr.Range()
+		v, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid "+f.name,
+				fmt.Sprintf("%s%s: %q is not a duration (e.g. \"30m\")", where, f.name, s)))
+		case v < 0:
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid "+f.name,
+				fmt.Sprintf("%s%s: %s must be >= 0", where, f.name, s)))
+		default:
+			*f.dst = v
+		}
+	}
+	if a, ok := content.Attributes["checkpoint_aware"]; ok {
+		on, d := boolAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			p.CheckpointAware, p.CheckpointAwareRange = on, a.Expr.Range()
+		}
+	}
+	return diags
+}
+
+// rangeOf is the range field of attribute name.
+func (p *Preemption) rangeOf(name string) *hcl.Range {
+	switch name {
+	case "min_runtime":
+		return &p.MinRuntimeRange
+	case "checkpoint_aware":
+		return &p.CheckpointAwareRange
+	}
+	return &p.ReserveAfterRange
 }
 
 // decodeGandivaFair reads a gandiva_fair VC's fields: trading, quantum,

@@ -2,9 +2,16 @@
 # Rondo lease API from a shell: what a training loop does at each checkpoint
 # boundary, with curl.
 #
-#   lease-client.sh progress STEPS_DONE STEPS_PER_S GPU_TYPE   # -> 204
+#   lease-client.sh progress STEPS_DONE STEPS_PER_S GPU_TYPE [KEY=VALUE...]   # -> 204
 #   lease-client.sh lease                                      # -> {"continue":..., "lease_expires_at":..., "round":..., "checkpoint_dir":...}
 #   lease-client.sh health
+#
+# progress's optional KEY=VALUE fields (allocator/lease/README.md):
+#   checkpoint_at=2026-01-02T03:04:05Z   when the job last wrote a checkpoint (RFC 3339)
+#   checkpoint_s=12.5                    seconds writing it took
+#   restore_s=40                         seconds its last (re)start took until it trained again
+#   epochs_done=2.5                      epochs done (a two-role elastic job)
+#   partner=JOB                          the job it shares its GPUs with
 #
 # Environment: RONDO_LEASE_ADDR (host:port or URL, required); NOMAD_JOB_ID,
 # NOMAD_ALLOC_ID, NOMAD_NAMESPACE (set by Nomad; RONDO_JOB overrides the job).
@@ -15,7 +22,9 @@
 #
 # Prints the answer's body on stdout and "http_status=N" on stderr; exits 0 on
 # 2xx, 1 otherwise. For "lease", exits 3 when the lease does not continue:
-# checkpoint and exit.
+# checkpoint and exit. A notice (the answer has "checkpoint_now":true) exits
+# 0 like any continuing lease and also prints "checkpoint_now stop_at=T" on
+# stderr: checkpoint now and go on training; the job stops at T.
 set -eu
 
 addr=${RONDO_LEASE_ADDR:?RONDO_LEASE_ADDR is not set}
@@ -53,19 +62,36 @@ post() { # path body
 
 case ${1:-} in
 progress)
-  [ $# -eq 4 ] || { echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE" >&2; exit 2; }
-  post /v1/progress "{$ids,\"steps_done\":$2,\"throughput_steps_per_s\":$3,\"gpu_type\":$(q "$4")}"
+  [ $# -ge 4 ] || { echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE [KEY=VALUE...]" >&2; exit 2; }
+  body="$ids,\"steps_done\":$2,\"throughput_steps_per_s\":$3,\"gpu_type\":$(q "$4")"
+  shift 4
+  for kv in "$@"; do
+    k=${kv%%=*} v=${kv#*=}
+    [ "$k" != "$kv" ] || { echo "lease-client: $kv: want KEY=VALUE" >&2; exit 2; }
+    case $k in
+    checkpoint_at|partner) body="$body,\"$k\":$(q "$v")" ;;
+    checkpoint_s|restore_s|epochs_done)
+      case $v in ''|*[!0-9.eE+-]*) echo "lease-client: $k=$v: want a number" >&2; exit 2 ;; esac
+      body="$body,\"$k\":$v" ;;
+    *) echo "lease-client: unknown field $k (checkpoint_at, checkpoint_s, restore_s, epochs_done, partner)" >&2; exit 2 ;;
+    esac
+  done
+  post /v1/progress "{$body}"
   ;;
 lease)
   body=$(post /v1/lease "{$ids}")
   echo "$body"
   case $body in *'"continue":false'*) exit 3 ;; esac
+  case $body in *'"checkpoint_now":true'*)
+    stop=$(printf %s "$body" | sed -n 's/.*"stop_at":"\([^"]*\)".*/\1/p')
+    echo "checkpoint_now stop_at=$stop" >&2 ;;
+  esac
   ;;
 health)
   curl -sS "$addr/v1/health"
   ;;
 *)
-  echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE | lease | health" >&2
+  echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE [KEY=VALUE...] | lease | health" >&2
   exit 2
   ;;
 esac

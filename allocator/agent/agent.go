@@ -181,6 +181,24 @@ type JobStatus struct {
 	// Refused says why the scheduler will never run the job (a gang
 	// larger than any GPU generation of its gandiva_fair VC).
 	Refused string `json:"refused,omitempty"`
+	// Intent and Reason are what the last plan did to the job and why
+	// (engine.JobIntent; absent when the plan said nothing of it, e.g. a
+	// job left waiting; a gang waiting on its reservation has the
+	// reservation's reason, Reserved). CheckpointNow: the plan gives the job notice
+	// (keep, checkpoint now, stop next round; its lease answers say
+	// checkpoint_now).
+	Intent        string `json:"intent,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	CheckpointNow bool   `json:"checkpoint_now,omitempty"`
+	// RunSinceS is when its current run began (the snapshot's clock, as
+	// arrival_s; absent when not running or unknown): a minimum runtime
+	// counts from it.
+	RunSinceS float64 `json:"run_since_s,omitempty"`
+	// CheckpointAt is the checkpoint it last reported (the lease API's
+	// checkpoint_at), RestoreS what its last (re)start cost: its reported
+	// restore_s, else its measured start latency; absent when unknown.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	RestoreS     float64    `json:"restore_s,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -202,6 +220,10 @@ type Status struct {
 	// Reconciled reports how the decision a crash left in flight was
 	// settled at start: job → "applied" or "rolled back".
 	Reconciled map[string]string `json:"reconciled,omitempty"`
+	// Reservations are the GPUs the last plan holds for waiting gangs
+	// (reserve_after; engine.Plan.Reservations): idle or backfilled until
+	// the gang starts on them.
+	Reservations []engine.Reservation `json:"reservations,omitempty"`
 }
 
 // Agent runs rounds.
@@ -218,6 +240,9 @@ type Agent struct {
 	// What the lease API answers from, set by each round (under mu).
 	known   map[string]bool // active jobs
 	planned map[string]bool // jobs the current plan runs
+	// notice: jobs the current plan gives notice (a keep with
+	// engine.JobIntent.Checkpoint): their leases say checkpoint_now.
+	notice map[string]bool
 
 	// For job status (under mu): rounds each job got GPUs, and jobs that
 	// left the snapshot (finished) with their last status.
@@ -242,6 +267,10 @@ type Agent struct {
 	// owners caches allocation → job for the lease API's child callers
 	// (under mu).
 	owners map[string]string
+	// startedAt: jobs a round (re)started (Event), by the start of that
+	// round, until their first progress report measures their start
+	// latency (under smu).
+	startedAt map[string]time.Time
 
 	// blind: the last round could not observe Nomad (under mu).
 	blind bool
@@ -258,7 +287,8 @@ func New(cfg Config) *Agent {
 	}
 	return &Agent{cfg: cfg, st: state.New(), known: map[string]bool{}, planned: map[string]bool{},
 		rounds: map[string]int{}, done: map[string]JobStatus{}, measured: map[string]map[string]*reports{},
-		measuredWith: map[pairReport]*reports{}, owners: map[string]string{},
+		measuredWith: map[pairReport]*reports{}, owners: map[string]string{}, notice: map[string]bool{},
+		startedAt: map[string]time.Time{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: slices.Clone(cfg.VCs), Durable: cfg.Store != nil,
 			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
 }
@@ -486,6 +516,16 @@ func (a *Agent) Decided(ctx context.Context, s *engine.Snapshot, p *engine.Plan)
 			st.RemoveJob(id) // finished or gone
 		}
 	}
+	for id := range st.Checkpoints {
+		if !active[id] {
+			delete(st.Checkpoints, id) // reported, never in a snapshot
+		}
+	}
+	for id := range a.startedAt {
+		if !active[id] {
+			delete(a.startedAt, id)
+		}
+	}
 	if hk, ok := e.(HistoryKeeper); ok {
 		if h, err := hk.MarshalHistory(); err != nil {
 			log.Warn("engine history not saved", "error", err)
@@ -564,12 +604,21 @@ func (a *Agent) save(ctx context.Context, store Store, st *state.State) error {
 // counts the decision (admit, suspend, resume, migrate, preempt, retune,
 // and an elastic job's grow or shrink).
 func (a *Agent) Event(job, event string) {
+	a.mu.Lock()
+	tel, begin := a.cfg.Telemetry, a.begin
+	a.mu.Unlock()
 	a.smu.Lock()
 	a.markAnyNamespace(job)
+	switch event {
+	case "admit", "resume", "migrate", "retune":
+		// A (re)start: its first progress report measures its start
+		// latency, from this round's start (recordCheckpoint).
+		if begin.IsZero() {
+			begin = time.Now()
+		}
+		a.startedAt[job] = begin
+	}
 	a.smu.Unlock()
-	a.mu.Lock()
-	tel := a.cfg.Telemetry
-	a.mu.Unlock()
 	if tel != nil {
 		switch event {
 		case "admit", "suspend", "resume", "migrate", "preempt", "retune", "grow", "shrink":
@@ -594,6 +643,9 @@ func (a *Agent) markAnyNamespace(job string) bool {
 }
 
 func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
+	a.smu.Lock()
+	cks := maps.Clone(a.st.Checkpoints)
+	a.smu.Unlock()
 	types := map[string]TypeUsage{}
 	for _, g := range s.GPUs {
 		u := types[g.Type]
@@ -628,6 +680,18 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, pr := range s.Pairs {
 		pairTput[engine.UnitKey(pr.Jobs[:])] = pr.Throughput
 	}
+	intents := make(map[string]engine.JobIntent, len(p.Intents))
+	notice := map[string]bool{}
+	for _, ji := range p.Intents {
+		intents[ji.Job] = ji
+		if ji.Checkpoint && !ji.Intent.Stops() {
+			notice[ji.Job] = true
+		}
+	}
+	reserved := make(map[string]engine.Reservation, len(p.Reservations))
+	for _, r := range p.Reservations {
+		reserved[r.Job] = r
+	}
 	refused := map[string]string{}
 	for _, u := range p.Users {
 		for j, why := range u.Refused {
@@ -652,7 +716,24 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
 			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC,
-			User: j.User, Refused: refused[j.ID]}
+			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID]}
+		if ji, ok := intents[j.ID]; ok {
+			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
+		} else if r, ok := reserved[j.ID]; ok {
+			js.Reason = r.Reason().String() // a gang waiting on its reservation
+		}
+		if ck, ok := cks[j.ID]; ok {
+			if !ck.At.IsZero() {
+				at := ck.At
+				js.CheckpointAt = &at
+			}
+			switch {
+			case ck.RestoreS != nil:
+				js.RestoreS = *ck.RestoreS
+			case ck.StartLatencyS != nil:
+				js.RestoreS = *ck.StartLatencyS
+			}
+		}
 		for _, v := range j.ReceivedS {
 			if v > 0 {
 				js.State = "suspended"
@@ -669,6 +750,9 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		if as, ok := on[j.ID]; ok {
 			a.rounds[j.ID]++
 			js.State, js.Type, js.GPUs = "running", as.Type, as.GPUs
+			if ji, ok := intents[j.ID]; ok && ji.Intent == engine.IntentKeep {
+				js.RunSinceS = j.RunSinceS // a start begins a new run
+			}
 			if step > 0 {
 				js.Workers = len(as.GPUs) / step
 				js.PS = as.PS
@@ -717,7 +801,8 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for j := range on {
 		planned[j] = true
 	}
-	a.known, a.planned = known, planned
+	a.known, a.planned, a.notice = known, planned, notice
+	a.status.Reservations = slices.Clone(p.Reservations)
 	a.status.Round = round
 	a.status.LastRound = now
 	a.status.Types = types

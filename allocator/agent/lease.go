@@ -26,11 +26,11 @@ func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) 
 		return lease.Grant{}, err
 	}
 	a.mu.Lock()
-	known, run := a.known[c.Job], a.planned[c.Job]
+	known, run, notice := a.known[c.Job], a.planned[c.Job], a.notice[c.Job]
 	if a.status.LastRound.IsZero() {
 		// Started, no round yet (a restart): the placement in force stands
 		// until the first plan.
-		run = true
+		run, notice = true, false
 	}
 	g := lease.Grant{Continue: run, ExpiresAt: a.status.NextRound, Round: int64(a.status.Round)}
 	round := a.cfg.Round
@@ -42,6 +42,12 @@ func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) 
 	if g.ExpiresAt.IsZero() || time.Until(g.ExpiresAt) <= 0 {
 		// Between the end of a round and the next plan: one more round.
 		g.ExpiresAt = time.Now().Add(round)
+	}
+	if notice && run {
+		// The decision in force keeps the job one more round to
+		// checkpoint (checkpoint_aware's notice): it stops at the next
+		// round.
+		g.CheckpointNow, g.StopAt = true, g.ExpiresAt
 	}
 	if dir != nil {
 		g.CheckpointDir = dir(c.Job)
@@ -125,7 +131,50 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 		}
 		a.st.Epochs[c.Job] = p.EpochsDone
 	}
+	a.recordCheckpoint(c.Job, p)
 	return nil
+}
+
+// recordCheckpoint keeps what a report says of the job's checkpoints and
+// restarts, and measures its start latency: the first report after a
+// round (re)started it (Event) ends it. Under smu.
+func (a *Agent) recordCheckpoint(job string, p lease.Progress) {
+	ck := a.st.Checkpoints[job]
+	changed := false
+	if !p.CheckpointAt.IsZero() {
+		ck.At, changed = p.CheckpointAt.UTC(), true
+	}
+	if p.HasCheckpointS {
+		v := p.CheckpointS
+		ck.WriteS, changed = &v, true
+	}
+	if p.HasRestoreS {
+		v := p.RestoreS
+		ck.RestoreS, changed = &v, true
+	}
+	if since, ok := a.startedAt[job]; ok {
+		delete(a.startedAt, job)
+		if d := p.At.Sub(since).Seconds(); d >= 0 {
+			ck.StartLatencyS, changed = &d, true
+		}
+	}
+	if !changed {
+		return
+	}
+	if a.st.Checkpoints == nil {
+		a.st.Checkpoints = map[string]state.Checkpoint{}
+	}
+	a.st.Checkpoints[job] = ck
+}
+
+// Checkpoint returns what a job reported of its checkpoints and restarts
+// through the lease API, and its measured start latency (kept across
+// restarts in the state); ok is false when nothing is known.
+func (a *Agent) Checkpoint(job string) (state.Checkpoint, bool) {
+	a.smu.Lock()
+	defer a.smu.Unlock()
+	ck, ok := a.st.Checkpoints[job]
+	return ck, ok
 }
 
 // AllocOwner is implemented by backends that can tell which job an

@@ -44,6 +44,12 @@ type Grant struct {
 	ExpiresAt     time.Time
 	Round         int64
 	CheckpointDir string
+	// CheckpointNow: the decision in force gives the job notice (a keep
+	// with engine.JobIntent.Checkpoint): it checkpoints now, goes on
+	// training, and stops at StopAt (the next round's start). StopAt is
+	// zero without notice.
+	CheckpointNow bool
+	StopAt        time.Time
 	// Roles is set for a task of a two-role elastic job (DL2's workers and
 	// parameter servers): the counts in force and this task's share of the
 	// batch. nil for any other job.
@@ -99,7 +105,15 @@ type Progress struct {
 	// when the report does not say.
 	EpochsDone float64
 	HasEpochs  bool
-	At         time.Time // when the allocator received it
+	// CheckpointAt is when the job last wrote a checkpoint (zero: the
+	// report does not say). CheckpointS is how long writing it took,
+	// RestoreS how long the job's last (re)start took until it trained
+	// again; HasCheckpointS and HasRestoreS false when the report does
+	// not say.
+	CheckpointAt                time.Time
+	CheckpointS, RestoreS       float64
+	HasCheckpointS, HasRestoreS bool
+	At                          time.Time // when the allocator received it
 }
 
 // LeaseDecider answers lease requests. For a child job (Caller.Job !=
@@ -136,6 +150,12 @@ type ProgressRequest struct {
 	GPUType             string   `json:"gpu_type"`
 	Partner             string   `json:"partner,omitempty"`
 	EpochsDone          *float64 `json:"epochs_done,omitempty"`
+	// Preemption that respects the work (#21): the checkpoint the job
+	// last wrote (RFC 3339), how long writing it took and how long its
+	// last (re)start took until it trained again, in seconds.
+	CheckpointAt *string  `json:"checkpoint_at,omitempty"`
+	CheckpointS  *float64 `json:"checkpoint_s,omitempty"`
+	RestoreS     *float64 `json:"restore_s,omitempty"`
 }
 
 // LeaseRequest is the body of POST /v1/lease.
@@ -158,6 +178,11 @@ type LeaseResponse struct {
 	PS         int    `json:"ps,omitempty"`
 	Batch      int    `json:"batch,omitempty"`
 	TotalBatch int    `json:"total_batch,omitempty"`
+	// CheckpointNow: checkpoint to CheckpointDir now and go on training;
+	// the job stops at StopAt (the next round's start; zero, and absent,
+	// without CheckpointNow).
+	CheckpointNow bool      `json:"checkpoint_now,omitempty"`
+	StopAt        time.Time `json:"stop_at,omitzero"`
 }
 
 // TwoRole reports whether the answer is for a task of a two-role elastic
@@ -169,6 +194,13 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
 }
+
+// MaxClockSkew is how far in the future a reported checkpoint_at may lie
+// (the task's clock against the allocator's).
+const MaxClockSkew = 30 * time.Second
+
+// finite reports whether v is a finite number >= 0.
+func finite(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
 // DefaultMaxBody bounds request bodies.
 const DefaultMaxBody = 16 << 10
@@ -351,20 +383,51 @@ func (s *Server) progress(w http.ResponseWriter, r *http.Request) {
 		err = badField("partner", "longer than 256 bytes")
 	case req.EpochsDone != nil && (*req.EpochsDone < 0 || math.IsInf(*req.EpochsDone, 0) || math.IsNaN(*req.EpochsDone)):
 		err = badField("epochs_done", "must be a finite number >= 0")
+	case req.CheckpointS != nil && !finite(*req.CheckpointS):
+		err = badField("checkpoint_s", "must be a finite number >= 0")
+	case req.RestoreS != nil && !finite(*req.RestoreS):
+		err = badField("restore_s", "must be a finite number >= 0")
+	}
+	now := s.now()
+	var ckAt time.Time
+	if err == nil && req.CheckpointAt != nil {
+		ckAt, err = checkpointAt(*req.CheckpointAt, now)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	p := Progress{GPUType: req.GPUType, Partner: req.Partner, StepsDone: *req.StepsDone, ThroughputStepsPerS: *req.ThroughputStepsPerS, At: s.now()}
+	p := Progress{GPUType: req.GPUType, Partner: req.Partner, StepsDone: *req.StepsDone, ThroughputStepsPerS: *req.ThroughputStepsPerS, At: now,
+		CheckpointAt: ckAt}
 	if req.EpochsDone != nil {
 		p.EpochsDone, p.HasEpochs = *req.EpochsDone, true
+	}
+	if req.CheckpointS != nil {
+		p.CheckpointS, p.HasCheckpointS = *req.CheckpointS, true
+	}
+	if req.RestoreS != nil {
+		p.RestoreS, p.HasRestoreS = *req.RestoreS, true
 	}
 	if err := s.Sink.Report(r.Context(), c, p); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkpointAt parses a report's checkpoint_at: an RFC 3339 time, after
+// 1970 and not beyond MaxClockSkew in the future of now.
+func checkpointAt(v string, now time.Time) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, v)
+	switch {
+	case err != nil:
+		return time.Time{}, badField("checkpoint_at", fmt.Sprintf("%q is not an RFC 3339 time", v))
+	case t.Before(time.Unix(0, 0)):
+		return time.Time{}, badField("checkpoint_at", fmt.Sprintf("%s is before 1970", v))
+	case t.After(now.Add(MaxClockSkew)):
+		return time.Time{}, badField("checkpoint_at", fmt.Sprintf("%s is in the future (more than %s after the allocator's clock)", v, MaxClockSkew))
+	}
+	return t, nil
 }
 
 func (s *Server) lease(w http.ResponseWriter, r *http.Request) {
@@ -389,6 +452,12 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := LeaseResponse{Continue: g.Continue, LeaseExpiresAt: g.ExpiresAt.UTC(), Round: g.Round, CheckpointDir: g.CheckpointDir}
+	if g.CheckpointNow && g.Continue {
+		out.CheckpointNow, out.StopAt = true, g.StopAt.UTC()
+		if g.StopAt.IsZero() {
+			out.StopAt = out.LeaseExpiresAt
+		}
+	}
 	if r := g.Roles; r != nil {
 		out.Role, out.Workers, out.PS, out.Batch, out.TotalBatch = r.Role, r.Workers, r.PS, r.Batch, r.TotalBatch
 	}

@@ -101,6 +101,8 @@ type recorder struct {
 	callers []Caller
 	err     error
 	roles   *Roles
+	// notice, when set, is the grant's CheckpointNow and StopAt.
+	notice *time.Time
 }
 
 func (r *recorder) Lease(ctx context.Context, c Caller) (Grant, error) {
@@ -110,8 +112,12 @@ func (r *recorder) Lease(ctx context.Context, c Caller) (Grant, error) {
 		return Grant{}, r.err
 	}
 	r.leases = append(r.leases, c)
-	return Grant{Continue: true, ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Round: 9, CheckpointDir: "/ckpt/" + c.Job,
-		Roles: r.roles}, nil
+	g := Grant{Continue: true, ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Round: 9, CheckpointDir: "/ckpt/" + c.Job,
+		Roles: r.roles}
+	if r.notice != nil {
+		g.CheckpointNow, g.StopAt = true, *r.notice
+	}
+	return g, nil
 }
 
 func (r *recorder) Report(ctx context.Context, c Caller, p Progress) error {
@@ -416,6 +422,18 @@ func TestBadRequests(t *testing.T) {
 		{"negative epochs", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","epochs_done":-0.5}`, 400, "epochs_done"},
 		{"epochs wrong type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","epochs_done":"3"}`, 400, "epochs_done"},
 		{"missing gpu type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1}`, 400, "gpu_type"},
+		{"checkpoint_at not a time", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":"yesterday"}`, 400, "checkpoint_at"},
+		{"checkpoint_at without zone", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":"2026-01-02T03:04:05"}`, 400, "checkpoint_at"},
+		{"checkpoint_at empty", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":""}`, 400, "checkpoint_at"},
+		{"checkpoint_at a number", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":1700000000}`, 400, "checkpoint_at"},
+		{"checkpoint_at in the future", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":"` +
+			time.Now().Add(time.Minute).UTC().Format(time.RFC3339) + `"}`, 400, "checkpoint_at"},
+		{"checkpoint_at before 1970", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_at":"0001-01-01T00:00:00Z"}`, 400, "checkpoint_at"},
+		{"negative checkpoint_s", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_s":-1}`, 400, "checkpoint_s"},
+		{"huge checkpoint_s", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_s":1e400}`, 400, "checkpoint_s"},
+		{"checkpoint_s wrong type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","checkpoint_s":"2"}`, 400, "checkpoint_s"},
+		{"negative restore_s", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","restore_s":-0.1}`, 400, "restore_s"},
+		{"restore_s wrong type", "/v1/progress", `{"job":"train","steps_done":1,"throughput_steps_per_s":1,"gpu_type":"a100","restore_s":true}`, 400, "restore_s"},
 		{"too large", "/v1/progress", `{"job":"train","gpu_type":"` + strings.Repeat("x", DefaultMaxBody) + `"}`, 413, ""},
 	} {
 		code, m := f.post(t, tc.path, tok, tc.body)

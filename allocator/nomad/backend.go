@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/ledger"
+	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/hcl"
 )
@@ -89,6 +90,11 @@ type Config struct {
 	// nodes' GPUs are observed like Pool's, and a job placed there is
 	// admitted into that pool.
 	Pools []string
+	// Checkpoints, when set, is what a job reported of its checkpoints and
+	// restarts through the lease API, and its measured start latency (the
+	// agent's Checkpoint): Observe puts them on the snapshot for
+	// preemption that respects the work (respect.go). nil: nothing known.
+	Checkpoints func(job string) (state.Checkpoint, bool)
 	// ShareGroup, when set, offers the round colocated pairs (space
 	// sharing, sharing.go): two jobs may share GPUs when it puts both in
 	// the same group (ok true): a VC, or the opportunistic jobs. nil: no
@@ -131,6 +137,9 @@ type jobState struct {
 	psGroup   string
 	psLive    int
 	psServers []string
+	// runSinceS is when the job's current run began: the creation of the
+	// oldest live allocation holding its GPUs (0: not running).
+	runSinceS float64
 }
 
 // Backend implements loop.Backend on a Nomad cluster. Its bookkeeping
@@ -453,6 +462,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		}
 	}
 	b.observeRoles(roles)
+	b.fillWork(snap.Jobs)
 	for id := range b.jobs {
 		if !seen[id] {
 			delete(b.jobs, id)
@@ -674,8 +684,12 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	st.lastS, st.job, st.policy, st.group, st.sf = now, job, pol, deref(tg.Name), sf
 	st.gpus, st.servers, st.admitted, st.done, st.total = gpus, servers, admitted, done, total
 	st.allocs = st.allocs[:0]
-	for _, h := range held {
+	st.runSinceS = 0
+	for i, h := range held {
 		st.allocs = append(st.allocs, h.id)
+		if i == 0 || h.createS < st.runSinceS {
+			st.runSinceS = h.createS
+		}
 	}
 	st.inPool, st.live = inPool, liveN+psLive
 	st.psGroup, st.psLive, st.psServers = "", psLive, psServers
@@ -751,7 +765,7 @@ func (st *jobState) engineJob(id string) engine.Job {
 	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
 		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
-		Started: st.admitted, Profile: st.policy.Profile}
+		Started: st.admitted, Profile: st.policy.Profile, RunSinceS: st.runSinceS}
 	if j.User == "" && st.job != nil {
 		// No rondo.user: the job's namespace is its user (Gandiva-fair's
 		// fair-share unit).

@@ -66,7 +66,8 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var stubs []*api.AllocationListStub
 		for _, a := range f.allocs {
 			stubs = append(stubs, &api.AllocationListStub{ID: a.ID, JobID: a.JobID, TaskGroup: a.TaskGroup, NodeID: a.NodeID,
-				ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus, AllocatedResources: a.AllocatedResources})
+				ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus, AllocatedResources: a.AllocatedResources,
+				CreateTime: a.CreateTime})
 		}
 		out = stubs
 	}

@@ -40,6 +40,12 @@ type CellsConfig struct {
 	// NoSpaceSharing names the VCs whose engines are offered no pairs
 	// (space_sharing = false).
 	NoSpaceSharing map[string]bool
+	// Preemption per VC, in the spec's VC order (nil, or a zero entry:
+	// Gavel's mechanism), and OppPreemption the opportunistic engine's:
+	// preemption that respects the work (min_runtime, checkpoint_aware,
+	// reserve_after).
+	Preemption    []Preemption
+	OppPreemption Preemption
 	// LeafGPUs, per top cell, lists the GPU ids of its leaves in address
 	// order (cells derived from topology, TopoCells): those cells map leaf
 	// i to that GPU instead of the node's i-th GPU by id.
@@ -92,10 +98,14 @@ func NewCells(cfg CellsConfig) (*Cells, error) {
 		if cfg.Entities != nil {
 			ecfgs[i].Entities = cfg.Entities[i]
 		}
+		if i < len(cfg.Preemption) {
+			cfg.Preemption[i].Apply(&ecfgs[i])
+		}
 	}
 	var opp *engine.Config
 	if cfg.OppPolicy != "" {
 		opp = &engine.Config{Policy: cfg.OppPolicy, RoundS: cfg.RoundS, ResetFirst: cfg.ResetFirst}
+		cfg.OppPreemption.Apply(opp)
 	}
 	if cfg.Mechanisms != nil && len(cfg.Mechanisms) != len(names) {
 		return nil, fmt.Errorf("round: mechanisms for %d VCs, %d VCs", len(cfg.Mechanisms), len(names))
@@ -269,5 +279,20 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 		}
 	}
 	engine.Annotate(s, p, res.Preempted)
+	// The engines' notices, own reasons and reservations (a VC's
+	// reservation names its virtual cells' addresses, which no GPU id
+	// stands for until a gang is placed on them; the opportunistic
+	// engine's, physical cells, are mapped to GPU ids).
+	vcNames := make([]string, 0, len(res.VCPlans)+1)
+	for _, v := range d.Engines.VCs {
+		vcNames = append(vcNames, v.Name)
+	}
+	keepEngineIntents(p, append(slices.Clone(res.VCPlans), res.OppPlan), vcNames, func(k int, addr string) (string, bool) {
+		if k < len(res.VCPlans) {
+			return "", false
+		}
+		id, ok := m.toID[addr]
+		return id, ok
+	})
 	return p, nil
 }

@@ -24,6 +24,9 @@ type QuotaVC struct {
 	// Mechanism, when set, decides the VC's jobs instead of an engine of
 	// its policy (Gandiva-fair's stride scheduler, allocator/fair).
 	Mechanism Mechanism
+	// Preemption is its engine's preemption that respects the work
+	// (min_runtime, checkpoint_aware, reserve_after).
+	Preemption Preemption
 }
 
 // Quota decides a round for virtual clusters declared without cells
@@ -58,6 +61,13 @@ type Quota struct {
 // recomputes at its first round, whatever history it is given (a reload
 // changed what the history does not record).
 func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, reset bool, warn func(msg string, args ...any)) (*Quota, error) {
+	return NewQuotaPreempt(vcs, oppPolicy, Preemption{}, roundS, reset, warn)
+}
+
+// NewQuotaPreempt is NewQuota with the opportunistic engine's preemption
+// that respects the work (each VC's is its QuotaVC.Preemption).
+func NewQuotaPreempt(vcs []QuotaVC, oppPolicy string, oppPreempt Preemption, roundS float64, reset bool,
+	warn func(msg string, args ...any)) (*Quota, error) {
 	if len(vcs) == 0 {
 		return nil, fmt.Errorf("round: no virtual clusters")
 	}
@@ -80,13 +90,16 @@ func NewQuota(vcs []QuotaVC, oppPolicy string, roundS float64, reset bool, warn 
 			pol = "max_min_fairness_perf"
 		}
 		names = append(names, v.Name)
-		cfgs = append(cfgs, engine.Config{Policy: pol, RoundS: roundS, Entities: v.Entities, ResetFirst: reset})
+		cfg := engine.Config{Policy: pol, RoundS: roundS, Entities: v.Entities, ResetFirst: reset}
+		v.Preemption.Apply(&cfg)
+		cfgs = append(cfgs, cfg)
 		mechs = append(mechs, v.Mechanism)
 		q.part = append(q.part, map[string]bool{})
 	}
 	var opp *engine.Config
 	if oppPolicy != "" {
 		opp = &engine.Config{Policy: oppPolicy, RoundS: roundS, ResetFirst: reset}
+		oppPreempt.Apply(opp)
 	}
 	es, err := newEngines(names, cfgs, mechs, opp)
 	if err != nil {
@@ -136,6 +149,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 
 	out := &engine.Plan{TimeS: s.TimeS}
 	plans := make([]*engine.Plan, 0, len(q.vcs)+1)
+	planVC := make([]string, 0, len(q.vcs)+1) // plans[i]'s VC ("" : opportunistic)
 	used := map[string]bool{}
 	for v := range q.vcs {
 		var gpus []engine.GPU
@@ -152,6 +166,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 			return nil, fmt.Errorf("round: vc %s: %w", q.vcs[v].Name, err)
 		}
 		plans = append(plans, p)
+		planVC = append(planVC, q.vcs[v].Name)
 		out.Users = append(out.Users, usersOf(p, q.vcs[v].Name)...)
 		for _, a := range p.Assignments {
 			for _, g := range a.GPUs {
@@ -180,6 +195,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 				return nil, fmt.Errorf("round: opportunistic: %w", err)
 			}
 			plans = append(plans, p)
+			planVC = append(planVC, "")
 		}
 	}
 	in := map[string]bool{}
@@ -202,6 +218,7 @@ func (q *Quota) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	}
 	out.Allocation = MergeAllocations(plans)
 	engine.Annotate(s, out, preempted)
+	keepEngineIntents(out, plans, planVC, nil)
 	return out, nil
 }
 

@@ -43,6 +43,11 @@ type State struct {
 	// jobs whose reports say (a two-role elastic job's progress, the
 	// lease API's epochs_done). Absent in states written before it existed.
 	Epochs map[string]float64 `json:"epochs_done,omitempty"`
+	// Checkpoints is, per job, what it reported of its checkpoints and
+	// restarts (the lease API's checkpoint_at, checkpoint_s, restore_s)
+	// and its measured start latency: what checkpoint-aware preemption
+	// weighs (#21). Absent in states written before it existed.
+	Checkpoints map[string]Checkpoint `json:"checkpoints,omitempty"`
 	// Engine is the decider's history between rounds (engine.History as
 	// JSON, or the per-VC engines' under the per-VC deciders of allocator/round): the received-time
 	// baselines of the last recompute, deficits, the allocation in force,
@@ -67,6 +72,23 @@ type State struct {
 type Credit struct {
 	AtS    float64  `json:"at_s"`
 	Allocs []string `json:"allocs,omitempty"`
+}
+
+// Checkpoint is what a job told the lease API of its checkpoints and
+// restarts, and its start latency as the agent measured it (State.Checkpoints).
+type Checkpoint struct {
+	// At is when it last wrote a checkpoint (checkpoint_at; zero: never
+	// said).
+	At time.Time `json:"at,omitzero"`
+	// WriteS is how long writing it took (checkpoint_s), RestoreS how long
+	// its last (re)start took until it trained again (restore_s); nil:
+	// never reported.
+	WriteS   *float64 `json:"checkpoint_s,omitempty"`
+	RestoreS *float64 `json:"restore_s,omitempty"`
+	// StartLatencyS is measured: from the start of the round that last
+	// (re)started the job to its first progress report after; nil: not
+	// measured yet.
+	StartLatencyS *float64 `json:"start_latency_s,omitempty"`
 }
 
 // Measurement is a throughput estimate from progress reports.
@@ -162,6 +184,7 @@ func (s *State) RemoveJob(job string) {
 	delete(s.Arrival, job)
 	delete(s.Progress, job)
 	delete(s.Epochs, job)
+	delete(s.Checkpoints, job)
 	delete(s.Credit, job)
 }
 

@@ -30,6 +30,28 @@
 // Only allocation index 0 writes the checkpoint, so a multi-node job keeps
 // one progress record.
 //
+// Checkpoints (preemption that respects the work, #21). The checkpoint
+// records when it was written ("at"). Environment:
+//
+//	RONDO_CHECKPOINT_INTERVAL  how often it checkpoints on its own (default
+//	                           500ms; 0: never, only when told or done)
+//	RONDO_CHECKPOINT_ON_STOP   false: a stop (SIGTERM) or a lease that ends
+//	                           does not checkpoint (a job too large to save
+//	                           within its kill timeout): what it did since
+//	                           its last checkpoint is lost (default true)
+//	RONDO_CHECKPOINT_COST      how long writing a checkpoint takes (a
+//	                           duration, default 0; training pauses)
+//	RONDO_RESTORE_COST         how long loading it takes before the first
+//	                           step (default 0)
+//
+// A lease answer with checkpoint_now (a notice: the allocator stops the job
+// at stop_at) makes it checkpoint at once, once per notice, and train on
+// ("rondo-trainer: checkpoint now: checkpointed at S/T, stop at ..."). Its
+// reports carry checkpoint_at (its last checkpoint, the one it resumed
+// from until it writes one), checkpoint_s (how long its last write took)
+// and, from its first step, restore_s (process start to that step, the
+// checkpoint loaded).
+//
 // Two-role elastic jobs (DL2: job meta rondo.ps and rondo.ps_group): the
 // task of the group rondo.ps_group names (NOMAD_GROUP_NAME), or with
 // RONDO_ROLE=ps, is a parameter server: it asks for its lease, trains
@@ -68,6 +90,36 @@ type checkpoint struct {
 	Steps  float64  `json:"steps"`
 	Total  float64  `json:"total"`
 	Epochs *float64 `json:"epochs,omitempty"`
+	// At is when it was written (absent in older checkpoints).
+	At time.Time `json:"at,omitzero"`
+}
+
+// envDuration reads a duration from the environment (def when unset).
+func envDuration(key string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	if v == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration >= 0", key, v)
+	}
+	return d, nil
+}
+
+// work is what the reporter tells the lease API of the task's checkpoints
+// and restart (under its mutex).
+type work struct {
+	mu       sync.Mutex
+	steps    float64
+	ckAt     time.Time // the last checkpoint (written, or resumed from)
+	ckS      float64   // how long the last write took
+	wrote    bool      // ckS is known: it wrote one this run
+	restoreS float64   // process start to the first step
+	trained  bool      // restoreS is known
 }
 
 // twoRole is what a two-role job's task knows of itself.
@@ -180,6 +232,7 @@ func main() {
 }
 
 func run(args []string) int {
+	procStart := time.Now()
 	fs := flag.NewFlagSet("rondo-trainer", flag.ContinueOnError)
 	model := fs.String("model", meta("model"), "model name in the throughput table")
 	stepsS := fs.String("steps", meta("steps"), "total steps")
@@ -203,6 +256,27 @@ func run(args []string) int {
 	speed, err := strconv.ParseFloat(*speedS, 64)
 	if err != nil || speed <= 0 {
 		fmt.Fprintf(os.Stderr, "rondo-trainer: -speedup must be positive (got %q)\n", *speedS)
+		return 2
+	}
+	every, err := envDuration("RONDO_CHECKPOINT_INTERVAL", 500*time.Millisecond)
+	if err == nil && every == 0 {
+		every = 1<<63 - 1 // never on its own
+	}
+	var ckCost, restoreCost time.Duration
+	if err == nil {
+		ckCost, err = envDuration("RONDO_CHECKPOINT_COST", 0)
+	}
+	if err == nil {
+		restoreCost, err = envDuration("RONDO_RESTORE_COST", 0)
+	}
+	onStop := true
+	if v := os.Getenv("RONDO_CHECKPOINT_ON_STOP"); v != "" && err == nil {
+		if onStop, err = strconv.ParseBool(v); err != nil {
+			err = fmt.Errorf("RONDO_CHECKPOINT_ON_STOP=%q: want true or false", v)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rondo-trainer:", err)
 		return 2
 	}
 	tr := roleOf()
@@ -241,19 +315,28 @@ func run(args []string) int {
 		}
 		ck.Total = total
 	}
+	wk := &work{steps: ck.Steps, ckAt: ck.At}
+	saved := ck.Steps // the steps of the last checkpoint (a restart resumes there)
 	save := func() {
 		if !writer {
 			return
 		}
+		began := time.Now()
 		if tr != nil && tr.epochs > 0 {
 			e := ck.Steps / total * tr.epochs
 			ck.Epochs = &e
 		}
+		time.Sleep(ckCost) // what writing a checkpoint of this size takes
+		ck.At = time.Now().UTC()
 		b, _ := json.Marshal(ck)
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, b, 0o644); err == nil {
 			os.Rename(tmp, path) // atomic: readers never see half a file
 		}
+		saved = ck.Steps
+		wk.mu.Lock()
+		wk.ckAt, wk.ckS, wk.wrote = ck.At, time.Since(began).Seconds(), true
+		wk.mu.Unlock()
 	}
 	with := ""
 	if *partner != "" {
@@ -261,10 +344,9 @@ func run(args []string) int {
 	}
 	fmt.Printf("rondo-trainer: %s x%d on %s (%s)%s: %.3f steps/s, resuming at %.0f/%.0f\n",
 		*model, *sf, *typ, os.Getenv("CUDA_VISIBLE_DEVICES"), with, rate, ck.Steps, total)
-	// Progress for the lease reporter, read from its goroutine.
-	var pmu sync.Mutex
-	steps := ck.Steps
+	time.Sleep(restoreCost) // loading the checkpoint
 	leaseEnded := make(chan struct{}, 1)
+	notice := make(chan time.Time, 1)
 	if (writer || tr != nil) && os.Getenv("RONDO_LEASE_ADDR") != "" {
 		// Index 0 reports and asks for its lease; a two-role job's other
 		// workers ask for their batch.
@@ -272,7 +354,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API off:", err)
 		} else {
 			rep := &reporter{lc: lc, every: reportEvery(), typ: *typ, partner: os.Getenv("RONDO_PARTNER"), rate: rate, report: writer,
-				two: tr, total: total, steps: func() float64 { pmu.Lock(); defer pmu.Unlock(); return steps }, ended: leaseEnded}
+				two: tr, total: total, work: wk, ended: leaseEnded, notice: notice}
 			go rep.loop()
 		}
 	}
@@ -289,9 +371,19 @@ func run(args []string) int {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	last, lastSave := time.Now(), time.Now()
+	// checkpoint writes one; training pauses while it does.
+	checkpoint := func() {
+		save()
+		last, lastSave = time.Now(), time.Now()
+	}
 	for {
 		select {
 		case s := <-sig:
+			if !onStop {
+				fmt.Printf("rondo-trainer: %v: stopped at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n",
+					s, ck.Steps, total, saved)
+				return 0
+			}
 			save()
 			fmt.Printf("rondo-trainer: %v: checkpointed at %.0f/%.0f\n", s, ck.Steps, total)
 			return 0
@@ -301,23 +393,34 @@ func run(args []string) int {
 				return 0
 			}
 		case <-leaseEnded:
-			save()
-			lastSave = time.Now()
+			if !onStop {
+				fmt.Printf("rondo-trainer: lease ends at %.0f/%.0f, not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n",
+					ck.Steps, total, saved)
+				continue
+			}
+			checkpoint()
 			fmt.Printf("rondo-trainer: lease ends: checkpointed at %.0f/%.0f\n", ck.Steps, total)
+		case stop := <-notice:
+			checkpoint()
+			fmt.Printf("rondo-trainer: checkpoint now: checkpointed at %.0f/%.0f, stop at %s\n", ck.Steps, total, stop.Format(time.RFC3339))
 		case now := <-tick.C:
 			ck.Steps = min(ck.Steps+rate*now.Sub(last).Seconds(), total)
 			last = now
-			pmu.Lock()
-			steps = ck.Steps
-			pmu.Unlock()
+			wk.mu.Lock()
+			wk.steps = ck.Steps
+			if !wk.trained {
+				// The first step since the process started, its
+				// checkpoint loaded: what this (re)start cost.
+				wk.restoreS, wk.trained = now.Sub(procStart).Seconds(), true
+			}
+			wk.mu.Unlock()
 			if ck.Steps >= total {
 				save()
 				fmt.Printf("rondo-trainer: done, %.0f steps\n", total)
 				return 0
 			}
-			if now.Sub(lastSave) >= 500*time.Millisecond {
-				save()
-				lastSave = now
+			if now.Sub(lastSave) >= every {
+				checkpoint()
 			}
 		}
 	}
@@ -351,8 +454,10 @@ type reporter struct {
 	rate, total  float64
 	report       bool
 	two          *twoRole
-	steps        func() float64
+	work         *work
 	ended        chan<- struct{}
+	// notice is told the stop time of each new notice (checkpoint_now).
+	notice chan<- time.Time
 }
 
 func (r *reporter) loop() {
@@ -360,11 +465,21 @@ func (r *reporter) loop() {
 	t := time.NewTicker(r.every)
 	defer t.Stop()
 	continuing, failing := true, false
+	var noticed time.Time // the stop time of the notice acted on
 	for range t.C {
 		var err error
-		steps := r.steps()
+		r.work.mu.Lock()
+		steps, ckAt, ckS, wrote, restoreS, trained := r.work.steps, r.work.ckAt, r.work.ckS, r.work.wrote, r.work.restoreS, r.work.trained
+		r.work.mu.Unlock()
 		if r.report {
-			p := client.Progress{StepsDone: int64(steps), StepsPerSec: r.rate, GPUType: r.typ, Partner: r.partner}
+			p := client.Progress{StepsDone: int64(steps), StepsPerSec: r.rate, GPUType: r.typ, Partner: r.partner,
+				CheckpointAt: ckAt}
+			if wrote {
+				p.CheckpointS = &ckS
+			}
+			if trained {
+				p.RestoreS = &restoreS
+			}
 			if r.two != nil && r.two.epochs > 0 {
 				e := steps / r.total * r.two.epochs
 				p.EpochsDone = &e
@@ -398,6 +513,13 @@ func (r *reporter) loop() {
 			default:
 			}
 		}
+		if l.Continue && l.CheckpointNow && !l.StopAt.Equal(noticed) {
+			noticed = l.StopAt
+			select {
+			case r.notice <- l.StopAt:
+			default:
+			}
+		}
 		if l.Continue != continuing {
 			fmt.Printf("rondo-trainer: lease continue=%v (round %d, until %s)\n", l.Continue, l.Round, l.LeaseExpiresAt.Format(time.RFC3339))
 		}
@@ -415,7 +537,7 @@ func runPS(tr *twoRole, dir string, total float64) int {
 		if lc, err := client.FromEnv(); err != nil {
 			fmt.Fprintln(os.Stderr, "rondo-trainer: lease API off:", err)
 		} else {
-			rep := &reporter{lc: lc, every: reportEvery(), two: tr, total: total, steps: func() float64 { return 0 }}
+			rep := &reporter{lc: lc, every: reportEvery(), two: tr, total: total, work: &work{}}
 			go rep.loop()
 		}
 	}

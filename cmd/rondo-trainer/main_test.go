@@ -248,3 +248,147 @@ func TestTwoRole(t *testing.T) {
 		}
 	}
 }
+
+// noticeAPI answers leases, with a notice (checkpoint_now, stopping at
+// stop) while stop is set, and records progress reports.
+type noticeAPI struct {
+	mu      sync.Mutex
+	stop    time.Time
+	reports []lease.Progress
+}
+
+func (n *noticeAPI) Lease(_ context.Context, _ lease.Caller) (lease.Grant, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g := lease.Grant{Continue: true, ExpiresAt: time.Now().Add(time.Minute)}
+	if !n.stop.IsZero() {
+		g.CheckpointNow, g.StopAt = true, n.stop
+	}
+	return g, nil
+}
+
+func (n *noticeAPI) Report(_ context.Context, _ lease.Caller, p lease.Progress) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.reports = append(n.reports, p)
+	return nil
+}
+
+func (n *noticeAPI) last() (lease.Progress, int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.reports) == 0 {
+		return lease.Progress{}, 0
+	}
+	return n.reports[len(n.reports)-1], len(n.reports)
+}
+
+// TestCheckpointNotice: a trainer that checkpoints only when told
+// (RONDO_CHECKPOINT_INTERVAL=0) and cannot when stopped
+// (RONDO_CHECKPOINT_ON_STOP=false) checkpoints once per notice and trains
+// on; its reports carry checkpoint_at and checkpoint_s (the write's cost)
+// and restore_s (its start, the restore cost included); stopped, it loses
+// what it did since; restarted, it resumes from the notice's checkpoint
+// and reports that checkpoint's time.
+func TestCheckpointNotice(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rondo-trainer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	api := &noticeAPI{}
+	srv := httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: api, Sink: api}).Handler())
+	defer srv.Close()
+	dir := t.TempDir()
+	start := func() (*exec.Cmd, *lineLog) {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "RONDO_CHECKPOINT_DIR="+dir, "NOMAD_META_rondo.model=LM (batch size 20)",
+			"NOMAD_META_rondo.steps=1000000", "RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0", "RONDO_LEASE_ADDR="+srv.URL,
+			"RONDO_REPORT_INTERVAL=100ms", "NOMAD_JOB_ID=j", "NOMAD_ALLOC_ID=a0", "NOMAD_TOKEN_rondo=j:a0",
+			"RONDO_CHECKPOINT_INTERVAL=0", "RONDO_CHECKPOINT_ON_STOP=false", "RONDO_CHECKPOINT_COST=200ms", "RONDO_RESTORE_COST=300ms")
+		out := &lineLog{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return cmd, out
+	}
+	wait := func(what string, f func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !f(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	cmd, out := start()
+	wait("a report with restore_s", func() bool { p, _ := api.last(); return p.HasRestoreS })
+	if p, _ := api.last(); p.RestoreS < 0.3 || p.RestoreS > 5 || !p.CheckpointAt.IsZero() || p.HasCheckpointS {
+		t.Fatalf("first report %+v: want restore_s >= the 300ms restore cost, no checkpoint yet", p)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint.json")); err == nil {
+		t.Fatal("checkpointed on its own with RONDO_CHECKPOINT_INTERVAL=0")
+	}
+	stop := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	api.mu.Lock()
+	api.stop = stop
+	api.mu.Unlock()
+	wait("the notice's checkpoint reported", func() bool { p, _ := api.last(); return !p.CheckpointAt.IsZero() })
+	ck := readCk(t, dir)
+	p, n := api.last()
+	if !p.CheckpointAt.Equal(ck.At) || p.CheckpointS < 0.2 || p.CheckpointS > 5 || ck.Steps <= 0 {
+		t.Fatalf("report %+v after the checkpoint %+v: want its time and the 200ms cost", p, ck)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("checkpoint now: checkpointed at %.0f/1000000, stop at %s", ck.Steps, stop.Format(time.RFC3339))) {
+		t.Errorf("no notice line in %q", out.String())
+	}
+	// Once per notice: the same notice again writes nothing; it trains on.
+	wait("more reports", func() bool { _, m := api.last(); return m >= n+5 })
+	if again := readCk(t, dir); !again.At.Equal(ck.At) {
+		t.Fatalf("checkpointed again for the same notice: %+v then %+v", ck, again)
+	}
+	if p, _ := api.last(); float64(p.StepsDone) <= ck.Steps {
+		t.Fatalf("not training on after the notice: %d steps, checkpoint %.0f", p.StepsDone, ck.Steps)
+	}
+	// Stopped: nothing saved.
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if c := readCk(t, dir); c != ck {
+		t.Fatalf("checkpointed on stop: %+v, want %+v", c, ck)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("not checkpointed (RONDO_CHECKPOINT_ON_STOP=false): its last checkpoint holds %.0f\n", ck.Steps)) {
+		t.Errorf("no stop line in %q", out.String())
+	}
+	// Restarted: from the notice's checkpoint.
+	api.mu.Lock()
+	api.stop, api.reports = time.Time{}, nil
+	api.mu.Unlock()
+	_, out = start()
+	wait("a report from the restarted task", func() bool { p, _ := api.last(); return p.HasRestoreS })
+	if p, _ := api.last(); !p.CheckpointAt.Equal(ck.At) || p.HasCheckpointS || p.RestoreS < 0.3 {
+		t.Fatalf("restarted: %+v, want the checkpoint it resumed from (%v)", p, ck.At)
+	}
+	if want := fmt.Sprintf("resuming at %.0f/1000000", ck.Steps); !strings.Contains(out.String(), want) {
+		t.Errorf("want %q in %q", want, out.String())
+	}
+}
+
+// lineLog collects a process's output.
+type lineLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lineLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

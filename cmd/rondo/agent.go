@@ -129,9 +129,10 @@ func (c *agentCmd) load() (*agentSettings, error) {
 
 // deciderKey is what the decider is built from, without source positions:
 // the round length, cell types, cells with their selectors, and each VC's
-// quota or share, policy, weight and entities, and a dl2 VC's sizer (its
-// model file's content included). A reload rebuilds the decider when it
-// changes.
+// quota or share, policy, weight and entities, a dl2 VC's sizer (its
+// model file's content included) and the preemption settings of every
+// engine (min_runtime, checkpoint_aware, reserve_after). A reload rebuilds
+// the decider when it changes.
 func deciderKey(s *agentSettings) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "round %s\n", s.round)
@@ -152,9 +153,11 @@ func deciderKey(s *agentSettings) string {
 		for _, u := range s.cfg.VCs[i].Users {                           // not their ranges: moving a line rebuilds nothing
 			fmt.Fprintf(&b, " user %q %d", u.Name, u.Tickets)
 		}
-		fmt.Fprintf(&b, " %v %v %v %v%s\n", s.cfg.VCs[i].Trading, s.cfg.VCs[i].Quantum, s.cfg.VCs[i].MaxMigrations,
+		fmt.Fprintf(&b, " %v %v %v %v%s", s.cfg.VCs[i].Trading, s.cfg.VCs[i].Quantum, s.cfg.VCs[i].MaxMigrations,
 			s.cfg.VCs[i].TradeMargin, dl2Key(s.cfg.VCs[i]))
+		fmt.Fprintf(&b, " preempt %+v\n", preemptionOf(s.cfg, s.cfg.VCs[i].Name))
 	}
+	fmt.Fprintf(&b, "preempt %+v\n", preemptionOf(s.cfg, ""))
 	fmt.Fprintf(&b, "placement %q profiles %q learn %v", s.cfg.Placement, s.cfg.Profiles, s.cfg.LearnProfiles)
 	if s.cfg.Profiles != "" {
 		// The file's content: an edited file rebuilds the stage.
@@ -170,6 +173,7 @@ func deciderKey(s *agentSettings) string {
 // (a reload changed the entities).
 func newEngine(s *agentSettings, reset bool) (*engine.Engine, error) {
 	cfg := engine.Config{Policy: s.policy, RoundS: s.round.Seconds(), ResetFirst: reset}
+	singlePreemption(s.cfg).Apply(&cfg)
 	if len(s.entities) > 0 {
 		cfg.Entities = s.entities[0]
 	}
@@ -297,6 +301,7 @@ func (c *agentCmd) Run(args []string) int {
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress, Epochs: epochs,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
+		Checkpoints: func(job string) (state.Checkpoint, bool) { return ag.Checkpoint(job) },
 		CheckProfile: func(name string) error {
 			if t := profiles.Load(); t != nil {
 				return t.Known(name)

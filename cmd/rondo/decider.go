@@ -19,7 +19,10 @@ import (
 // (round.Quota); with cells and VCs, per-VC engines (each VC's policy) over
 // the cell layer, cells mapped to nodes by nomad_node(s) or by node
 // pool/class (round.Cells). Opportunistic jobs run under the default VC policy
-// on what the VCs leave free. Each engine gets its VC's entities; reset:
+// on what the VCs leave free. Each engine gets its VC's entities and its
+// preemption that respects the work (min_runtime, checkpoint_aware,
+// reserve_after: the VC's, else the top level's; the opportunistic
+// engine the top level's); reset:
 // every engine recomputes at its first round (a reload). Nil, without
 // error, when the config declares neither: one engine for the whole
 // cluster.
@@ -36,9 +39,9 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 				return nil, err
 			}
 			qs = append(qs, round.QuotaVC{Name: v.Name, Policy: v.Policy, GPUs: v.GPUs, Entities: entities[i],
-				NoSpaceSharing: !v.SpaceSharing, Mechanism: m})
+				NoSpaceSharing: !v.SpaceSharing, Mechanism: m, Preemption: preemptionOf(cfg, v.Name)})
 		}
-		q, err := round.NewQuota(qs, rhcl.DefaultVCPolicy, roundS, reset, warn)
+		q, err := round.NewQuotaPreempt(qs, rhcl.DefaultVCPolicy, preemptionOf(cfg, ""), roundS, reset, warn)
 		if err != nil {
 			return nil, err
 		}
@@ -57,12 +60,14 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	}
 	var pols []string
 	var mechs []round.Mechanism
+	var pres []round.Preemption
 	for _, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
 		pols = append(pols, p)
+		pres = append(pres, preemptionOf(cfg, v.Name))
 		m, err := vcMechanism(v, roundS, reset, warn)
 		if err != nil {
 			return nil, err
@@ -75,7 +80,7 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 	}
 	cc := round.CellsConfig{Spec: specFromConfig(cfg), Selectors: sels, Policies: pols,
 		OppPolicy: rhcl.DefaultVCPolicy, RoundS: roundS, Entities: entities, ResetFirst: reset, Warn: warn,
-		NoSpaceSharing: noSharing, Mechanisms: mechs}
+		NoSpaceSharing: noSharing, Mechanisms: mechs, Preemption: pres, OppPreemption: preemptionOf(cfg, "")}
 	if len(cfg.FromTopology) > 0 {
 		// Cells derived from the observed nodes' topology every round,
 		// beside the written ones (round.TopoCells).
@@ -90,6 +95,25 @@ func vcDecider(cfg *rhcl.Config, roundS float64, reset bool, warn func(msg strin
 		return nil, err
 	}
 	return v, nil
+}
+
+// preemptionOf is the preemption that respects the work of a VC's engine
+// (vc "": the opportunistic engine's, the top level's), as the round
+// takes it.
+func preemptionOf(cfg *rhcl.Config, vc string) round.Preemption {
+	p := cfg.PreemptionOf(vc)
+	return round.Preemption{MinRuntimeS: p.MinRuntime.Seconds(), CheckpointAware: p.CheckpointAware,
+		ReserveAfterS: p.ReserveAfter.Seconds()}
+}
+
+// singlePreemption is the single engine's (a config without VC shares
+// or cells): its first VC's, as it takes that VC's policy and entities,
+// else the top level's.
+func singlePreemption(cfg *rhcl.Config) round.Preemption {
+	if len(cfg.VCs) > 0 {
+		return preemptionOf(cfg, cfg.VCs[0].Name)
+	}
+	return preemptionOf(cfg, "")
 }
 
 // vcEntities is a VC's entity blocks as the hierarchical policies take them

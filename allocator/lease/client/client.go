@@ -6,6 +6,12 @@
 //	c.Report(ctx, steps, stepsPerSec, "a100")
 //	l, err := c.Lease(ctx)
 //	if !l.Continue { checkpoint to l.CheckpointDir; exit 0 }
+//	if l.CheckpointNow { checkpoint to l.CheckpointDir now, go on training; you stop at l.StopAt }
+//
+// A task reports the checkpoint it last wrote and what checkpoints and
+// restarts cost it with Send(ctx, client.Progress{..., CheckpointAt: t,
+// CheckpointS: &s, RestoreS: &r}) (the allocator's checkpoint_aware
+// preemption weighs them).
 //
 // A task of a two-role elastic job (DL2's workers and parameter servers)
 // reads its size from the lease answer, never from its env (an env change
@@ -160,13 +166,25 @@ type Progress struct {
 	// EpochsDone, when set, is the epochs done since the job's first start
 	// (a two-role elastic job's progress, meta rondo.epochs).
 	EpochsDone *float64
+	// CheckpointAt is when the job last wrote a checkpoint (zero: not
+	// sent); CheckpointS, when set, how long writing it took; RestoreS,
+	// when set, how long the job's last (re)start took until it trained
+	// again (process start to the first step after loading its
+	// checkpoint), in seconds. The allocator weighs them when it must stop
+	// a job (checkpoint_aware).
+	CheckpointAt          time.Time
+	CheckpointS, RestoreS *float64
 }
 
 // Send sends a progress report.
 func (c *Client) Send(ctx context.Context, p Progress) error {
 	req := lease.ProgressRequest{Namespace: c.Namespace, Job: c.Job, Alloc: c.Alloc,
 		StepsDone: &p.StepsDone, ThroughputStepsPerS: &p.StepsPerSec, GPUType: p.GPUType, Partner: p.Partner,
-		EpochsDone: p.EpochsDone}
+		EpochsDone: p.EpochsDone, CheckpointS: p.CheckpointS, RestoreS: p.RestoreS}
+	if !p.CheckpointAt.IsZero() {
+		at := p.CheckpointAt.UTC().Format(time.RFC3339Nano)
+		req.CheckpointAt = &at
+	}
 	return c.do(ctx, "/v1/progress", req, nil)
 }
 

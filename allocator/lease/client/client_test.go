@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,7 +32,10 @@ type rec struct {
 }
 
 func (r *rec) Lease(_ context.Context, c lease.Caller) (lease.Grant, error) {
-	g := lease.Grant{Continue: c.Job == "train", ExpiresAt: time.Unix(1900000000, 0), Round: 4, CheckpointDir: "/ck"}
+	g := lease.Grant{Continue: c.Job == "train" || c.Job == "victim", ExpiresAt: time.Unix(1900000000, 0), Round: 4, CheckpointDir: "/ck"}
+	if c.Job == "victim" {
+		g.CheckpointNow, g.StopAt = true, time.Unix(1900000060, 0)
+	}
 	if c.Job == "dl2" {
 		g.Roles = &lease.Roles{Role: lease.RoleWorker, Workers: 3, PS: 1, Batch: lease.BatchShare(256, 3, 1), TotalBatch: 256}
 	}
@@ -107,8 +111,85 @@ func TestClientFromEnv(t *testing.T) {
 		t.Fatalf("epochs report: %+v", p)
 	}
 
+	// A job given notice: checkpoint now, stop at stop_at; it reports
+	// its checkpoint and what checkpoints and restarts cost it.
+	t.Setenv("NOMAD_TOKEN_rondo", "victim:a1")
+	c.Job = "victim"
+	l, err = c.Lease(ctx)
+	if err != nil || !l.CheckpointNow || !l.StopAt.Equal(time.Unix(1900000060, 0)) {
+		t.Fatalf("notice: %+v %v", l, err)
+	}
+	at := time.Now().Add(-time.Second).Truncate(time.Microsecond)
+	ck, rs := 1.5, 4.0
+	if err := c.Send(ctx, Progress{StepsDone: 30, StepsPerSec: 2, GPUType: "v100", CheckpointAt: at, CheckpointS: &ck, RestoreS: &rs}); err != nil {
+		t.Fatal(err)
+	}
+	if p := r.got[len(r.got)-1]; !p.CheckpointAt.Equal(at) || !p.HasCheckpointS || p.CheckpointS != 1.5 || !p.HasRestoreS || p.RestoreS != 4 {
+		t.Fatalf("checkpoint report: %+v", p)
+	}
+	if err := c.Send(ctx, Progress{StepsDone: 31, StepsPerSec: 2, GPUType: "v100"}); err != nil {
+		t.Fatal(err)
+	}
+	if p := r.got[len(r.got)-1]; !p.CheckpointAt.IsZero() || p.HasCheckpointS || p.HasRestoreS {
+		t.Fatalf("a report without them: %+v", p)
+	}
+
 	t.Setenv("RONDO_LEASE_ADDR", "")
 	if _, err := FromEnv(); err == nil {
 		t.Fatal("FromEnv without RONDO_LEASE_ADDR succeeded")
+	}
+}
+
+// TestShellClient: jobs/lease-client.sh sends the optional progress
+// fields and tells a notice apart (exit 0, a line on stderr), against the
+// real server.
+func TestShellClient(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	r := &rec{}
+	srv := httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: r, Sink: r}).Handler())
+	defer srv.Close()
+	script, _ := filepath.Abs("../../../jobs/lease-client.sh")
+	run := func(job string, args ...string) (int, string, string) {
+		cmd := exec.Command("sh", append([]string{script}, args...)...)
+		cmd.Env = append(os.Environ(), "RONDO_LEASE_ADDR="+srv.URL, "NOMAD_JOB_ID="+job, "NOMAD_ALLOC_ID=a1",
+			"NOMAD_NAMESPACE=default", "RONDO_IDENTITY_FILE=", "NOMAD_TOKEN_rondo="+job+":a1")
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errOut.String()
+	}
+	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	if code, _, e := run("train", "progress", "40", "2", "v100", "checkpoint_at="+at.Format(time.RFC3339), "checkpoint_s=1.5",
+		"restore_s=3", "epochs_done=0.5"); code != 0 {
+		t.Fatalf("progress: %d %s", code, e)
+	}
+	if p := r.got[len(r.got)-1]; p.StepsDone != 40 || !p.CheckpointAt.Equal(at) || p.CheckpointS != 1.5 || p.RestoreS != 3 ||
+		!p.HasEpochs || p.EpochsDone != 0.5 {
+		t.Fatalf("report %+v", p)
+	}
+	if code, out, _ := run("train", "progress", "40", "2", "v100", "restore_s=-1"); code != 1 || !strings.Contains(out, `"field":"restore_s"`) {
+		t.Fatalf("a negative restore_s: %d %s", code, out)
+	}
+	if code, _, e := run("train", "progress", "40", "2", "v100", "bogus=1"); code != 2 || !strings.Contains(e, "unknown field bogus") {
+		t.Fatalf("an unknown field: %d %s", code, e)
+	}
+	if code, out, e := run("victim", "lease"); code != 0 || !strings.Contains(out, `"checkpoint_now":true`) ||
+		!strings.Contains(e, "checkpoint_now stop_at=2030-03-17T17:47:40Z") {
+		t.Fatalf("notice: %d %s %s", code, out, e)
+	}
+	if code, _, e := run("train", "lease"); code != 0 || strings.Contains(e, "checkpoint_now") {
+		t.Fatalf("a plain lease: %d %s", code, e)
+	}
+	if code, _, _ := run("other", "lease"); code != 3 {
+		t.Fatalf("a lease that ends: %d, want 3", code)
 	}
 }

@@ -1,0 +1,4 @@
+vc "research" {
+  gpus          = { v100 = 8 }
+  reserve_after = "-10m"
+}
