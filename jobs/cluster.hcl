@@ -41,6 +41,15 @@ cell "k80-node" "k80-0" {
   nomad_node = "k80-0"
 }
 
+# Preemption that respects the work (#21, docs/preemption.md): a started
+# job keeps its GPUs for at least 2 minutes (6 rounds) instead of being
+# moved almost every round; a round that must stop one for a waiting job
+# stops the one that loses least and gives it a round's notice (its lease
+# answer says checkpoint_now); a gang waiting 2 minutes gets GPUs reserved.
+min_runtime      = "2m"
+checkpoint_aware = true
+reserve_after    = "2m"
+
 vc "research" {
   quota  = { "v100-node" = 1, "p100-node" = 1, "k80-node" = 1 }
   policy = "max_min_fairness_perf"
