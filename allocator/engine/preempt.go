@@ -393,7 +393,8 @@ type weighed struct {
 // GPUs this round, if dropping the lowest-valued starters makes room.
 //
 // Values: a victim p·(1 + loss/H), loss its unsaved work (none once
-// noticed) plus its restore; a starter p·max(0.1, 1 − restore/H); p the
+// noticed; at most H, so the value is at most p·(2 + restore/H)) plus its
+// restore; a starter p·max(0.1, 1 − restore/H); p the
 // unit's priority on t, H = max(RoundS, MinRuntimeS). Ties go to the
 // victim: no move. A pair weighs its costlier job (its GPUs redo that).
 func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate, free map[string]int) {
@@ -417,7 +418,9 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 			j := pr.jobs[id]
 			l := j.RestoreS
 			if !e.noticed[id] {
-				l += e.unsaved(pr, j)
+				// At most H: a job that never checkpoints on its own
+				// must not grow a keep bonus that never lets it stop.
+				l += min(e.unsaved(pr, j), pr.h)
 			}
 			loss = max(loss, l)
 		}

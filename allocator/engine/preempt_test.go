@@ -575,6 +575,62 @@ func TestNotice(t *testing.T) {
 	}
 }
 
+// TestKeepBonusBounded: a job that never checkpoints on its own (its
+// CheckpointAtS moves only on a notice) has unsaved work growing without
+// limit; its keep value is capped at p·(2 + restore/H), so once the
+// waiting job's start value exceeds that it gets its notice and stops the
+// round after, every time, also once the waiting job has received more
+// than H (without the cap the running job would then never stop).
+func TestKeepBonusBounded(t *testing.T) {
+	const restore = 30
+	c := &preSim{roundS: 360, setSince: true, gpus: []GPU{{ID: "g0", Type: "v100", Server: "s0"}}}
+	for _, id := range []string{"w", "run"} {
+		c.add(Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+			CheckpointS: 30, RestoreS: restore})
+	}
+	// Equal shares: the priorities' ratio is the ratio of received times
+	// (one reset, at the first round).
+	e := mustNew(t, Config{Policy: "test_perf", Solve: xSolve(map[string]float64{"w": 0.5, "run": 0.5}), CheckpointAware: true})
+	const h = 360.0
+	switches, late := 0, 0
+	due := -1 // the round the runner became due to stop
+	var runner string
+	for round := range 80 {
+		s := c.snapshot()
+		p := mustRound(t, e, s)
+		on := ""
+		if len(p.Assignments) == 1 {
+			on = p.Assignments[0].Jobs[0]
+		}
+		if on != runner {
+			if runner != "" {
+				switches++
+				if c.job(on).ReceivedS["v100"] > h {
+					late++
+				}
+			}
+			runner, due = on, -1
+		} else if runner != "" {
+			other := "w"
+			if runner == "w" {
+				other = "run"
+			}
+			rr, ro := c.job(runner).ReceivedS["v100"], c.job(other).ReceivedS["v100"]
+			// start value over keep value, the keep value at its cap.
+			if ro > 0 && (rr/ro)*(1-restore/h) > (2+restore/h)*1.01 && due < 0 {
+				due = round
+			}
+			if due >= 0 && round > due+1 {
+				t.Fatalf("round %d: %s still runs, due to stop since round %d (received %.0f against %.0f)", round, runner, due, rr, ro)
+			}
+		}
+		c.apply(p)
+	}
+	if switches < 3 || late < 2 {
+		t.Fatalf("%d switches, %d of them once the waiting job had received more than H", switches, late)
+	}
+}
+
 // gangSim: four GPUs on two servers held by 1-GPU jobs whose minimum
 // runtimes (three rounds) end one round apart, a gang of 4 waiting, and a
 // new 1-GPU job every round that outranks the gang.
