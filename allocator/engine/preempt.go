@@ -27,7 +27,9 @@ import (
 //     stops the victim that loses least and skips a start that costs more
 //     than it gains. A victim still stopped with more unsaved work than a
 //     checkpoint takes gets one round's notice (JobIntent.Checkpoint):
-//     planned, the stop then loses only the restore.
+//     planned, the stop then loses only the restore. A notice means a
+//     stop: the round after, the noticed job is neither kept, pinned nor
+//     selected elsewhere, unless GPUs would otherwise stay idle.
 //   - Reservations (Config.ReserveAfterS): the gang (scale factor > 1)
 //     that has waited longest, once it has waited ReserveAfterS, gets GPUs
 //     reserved from StartS, when the pins on them end (one reservation
@@ -36,9 +38,10 @@ import (
 //     greedy pass and only take jobs that finish, or may be stopped, by
 //     StartS (backfill); at StartS the gang starts on them.
 //
-// Round order: preBegin (the pins; the reservation's start, or its GPUs
-// held back) → selectUnits → preSelected (checkpoint-aware choice,
-// notices, backfill) → place (held units first: placeFixed) → preFinish
+// Round order: preBegin (last round's noticed jobs held out; the pins;
+// the reservation's start, or its GPUs held back) → selectUnits →
+// preSelected (checkpoint-aware choice, notices, backfill, the final fill
+// of idle GPUs) → place (held units first: placeFixed) → preFinish
 // (a new reservation, notices to its holders, records).
 
 // preRound is one round's state of these rules.
@@ -63,7 +66,10 @@ type preRound struct {
 	backfill []fixedUnit
 	remade   *Reservation    // dropped this round, to be remade
 	noticed  map[string]bool // jobs noticed this round
-	rank     map[string]rankIndex
+	// barred: the units of the jobs noticed last round, held out of
+	// every pass but the final fill of GPUs that would stay idle.
+	barred []*unit
+	rank   map[string]rankIndex
 }
 
 // rankIndex is a type's ranked candidates by unit (candOf).
@@ -120,12 +126,34 @@ func (e *Engine) preBegin(s *Snapshot, free map[string]int) {
 	if e.cfg.ReserveAfterS > 0 {
 		e.noteWaiting(pr)
 	}
+	e.bar(pr)
 	if e.cfg.MinRuntimeS > 0 {
 		e.pin(pr, free)
 	}
 	if e.resv != nil {
 		e.reservationRound(pr, free)
 	}
+}
+
+// bar holds the jobs noticed last round out of this round: a notice
+// means a stop (the lease's stop_at), so they are neither kept, pinned,
+// weighed nor selected elsewhere; only the final fill (fillIdle) may run
+// them again, on GPUs that would otherwise stay idle.
+func (e *Engine) bar(pr *preRound) {
+	for id := range e.noticed {
+		if pr.jobs[id] == nil {
+			continue
+		}
+		u := e.units[ukey{id, ""}]
+		if u == nil || u.oi < 0 || u.oi >= len(e.order) || e.order[u.oi] != u || u.taken == e.rounds {
+			continue
+		}
+		u.taken = e.rounds // its pairs too: they test their jobs' units
+		e.preTaken++
+		pr.barred = append(pr.barred, u)
+	}
+	// The map's order must not reach the plan.
+	slices.SortFunc(pr.barred, func(a, b *unit) int { return cmp.Compare(a.idx, b.idx) })
 }
 
 // runSince is when the job's current run began: the backend's RunSinceS,
@@ -360,7 +388,7 @@ func (e *Engine) reservationRound(pr *preRound, free map[string]int) {
 }
 
 // preSelected runs after selection: the checkpoint-aware choice and its
-// notices per type, then the reservation's backfill.
+// notices per type, then the reservation's backfill, then the final fill.
 func (e *Engine) preSelected(order []string, selected map[string][]*candidate, free map[string]int) {
 	pr := e.pr
 	if e.cfg.CheckpointAware {
@@ -370,6 +398,29 @@ func (e *Engine) preSelected(order []string, selected map[string][]*candidate, f
 	}
 	if pr.resv != nil && len(pr.blocked) > 0 {
 		e.backfillPass(pr)
+	}
+	if len(pr.barred) > 0 {
+		e.fillIdle(order, selected, free)
+	}
+}
+
+// fillIdle is the final fill: the GPUs every pass left free (outside a
+// reservation's held-back GPUs) go to the units left, the barred ones
+// (noticed last round) among them, as selection would hand them out.
+func (e *Engine) fillIdle(order []string, selected map[string][]*candidate, free map[string]int) {
+	idle := false
+	for _, t := range order {
+		idle = idle || free[t] > 0
+	}
+	if !idle {
+		return
+	}
+	for _, u := range e.pr.barred {
+		e.releaseUnit(u)
+		e.preTaken--
+	}
+	for t, cs := range e.selectUnits(order, free) {
+		selected[t] = append(selected[t], cs...)
 	}
 }
 

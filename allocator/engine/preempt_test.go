@@ -575,6 +575,76 @@ func TestNotice(t *testing.T) {
 	}
 }
 
+// TestNoticeStops: a notice means a stop. Three never-finishing jobs
+// rotate on two GPUs (with and without a minimum runtime, in every
+// selection mode): a job noticed in round r does not run in round r+1
+// (no GPU is ever idle here), and its notice is not moved to another job
+// in its place. Then a job noticed for a starter that leaves before the
+// next round runs on: its GPU would otherwise stay idle.
+func TestNoticeStops(t *testing.T) {
+	notices := 0
+	for k, cfg := range []Config{{}, {MinRuntimeS: 720}, {GavelCompat: true}, {MinRuntimeS: 1080, GavelCompat: true}} {
+		for seed := range 8 {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(k)))
+			c := &preSim{roundS: 360, setSince: true}
+			for i := range 2 {
+				c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: "s0"})
+			}
+			x := map[string]float64{}
+			for _, id := range []string{"a", "b", "c"} {
+				c.add(Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+					CheckpointS: float64(r.IntN(60)), RestoreS: float64(r.IntN(200))})
+				x[id] = 0.2 + 0.3*r.Float64()
+				c.now += 360 * float64(r.IntN(2))
+			}
+			cfg.Policy, cfg.Solve, cfg.CheckpointAware = "test_perf", xSolve(x), true
+			e := mustNew(t, cfg)
+			last := map[string]bool{}
+			for round := range 60 {
+				p := mustRound(t, e, c.snapshot())
+				if len(p.Assignments) != 2 {
+					t.Fatalf("cfg %d seed %d round %d: %+v", k, seed, round, p.Assignments)
+				}
+				now := map[string]bool{}
+				for _, ji := range p.Intents {
+					if last[ji.Job] && ji.Intent != IntentSuspend {
+						t.Fatalf("cfg %d seed %d round %d: %s noticed last round: %+v", k, seed, round, ji.Job, ji)
+					}
+					if ji.Checkpoint {
+						now[ji.Job] = true
+						notices++
+					}
+				}
+				last = now
+				c.apply(p)
+			}
+		}
+	}
+	if notices == 0 {
+		t.Fatal("no notice")
+	}
+
+	// A notice for a starter that then leaves: the GPU would be idle.
+	c := &preSim{roundS: 360, now: 3600, setSince: true, gpus: []GPU{{ID: "g0", Type: "v100", Server: "s0"}}}
+	c.add(Job{ID: "run", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+		Started: true, CheckpointS: 60, CheckpointAtS: 3300})
+	c.add(Job{ID: "new", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	c.since = map[string]float64{"run": 3000}
+	c.running = []Assignment{{Jobs: []string{"run"}, Type: "v100", GPUs: []string{"g0"}, Action: Keep}}
+	e := mustNew(t, Config{Policy: "test_perf", Solve: xSolve(map[string]float64{"new": 0.9, "run": 0.1}), CheckpointAware: true})
+	p := mustRound(t, e, c.snapshot())
+	if ji := intentOf(p, "run"); ji == nil || !ji.Checkpoint {
+		t.Fatalf("round 1: %+v", p.Intents)
+	}
+	c.apply(p)
+	c.jobs = slices.DeleteFunc(c.jobs, func(j Job) bool { return j.ID == "new" })
+	c.pairs = nil
+	p = mustRound(t, e, c.snapshot())
+	if ji := intentOf(p, "run"); ji == nil || ji.Intent != IntentKeep || ji.Checkpoint {
+		t.Fatalf("round 2, the GPU otherwise idle: %+v", p.Intents)
+	}
+}
+
 // TestKeepBonusBounded: a job that never checkpoints on its own (its
 // CheckpointAtS moves only on a notice) has unsaved work growing without
 // limit; its keep value is capped at p·(2 + restore/H), so once the
