@@ -20,12 +20,13 @@ import (
 //     failed GPU, or GPUs the VC layers no longer give this engine, end
 //     the pin.
 //   - Checkpoint-aware choice (Config.CheckpointAware): per type, the
-//     running units Gavel stops (victims) and the units it starts afresh
-//     (starters) are weighed again, a victim by its priority times what a
-//     stop loses (work since its last checkpoint, its restore), a starter
-//     by its priority less what its restore costs; a greedy by that value
-//     stops the victim that loses least and skips a start that costs more
-//     than it gains. A victim still stopped with more unsaved work than a
+//     running units Gavel stops or moves to another type (victims) and
+//     the units it starts afresh or moves in (starters) are weighed
+//     again, a victim by its priority times what a stop loses (work since
+//     its last checkpoint, its restore), a starter by its priority less
+//     what its start costs (its restore; a move also its unsaved work); a
+//     greedy by that value stops the victim that loses least and skips a
+//     start or a move that costs more than it gains. A victim still stopped with more unsaved work than a
 //     checkpoint takes gets one round's notice (JobIntent.Checkpoint):
 //     planned, the stop then loses only the restore. A notice means a
 //     stop: the round after, the noticed job is neither kept, pinned nor
@@ -67,8 +68,10 @@ type preRound struct {
 	remade   *Reservation    // dropped this round, to be remade
 	noticed  map[string]bool // jobs noticed this round
 	// barred: the units of the jobs noticed last round, held out of
-	// every pass but the final fill of GPUs that would stay idle.
+	// every pass but the final fill of GPUs that would stay idle; refill:
+	// a migrant stayed, its start's GPUs are for the units left.
 	barred []*unit
+	refill bool
 	rank   map[string]rankIndex
 }
 
@@ -392,36 +395,40 @@ func (e *Engine) reservationRound(pr *preRound, free map[string]int) {
 func (e *Engine) preSelected(order []string, selected map[string][]*candidate, free map[string]int) {
 	pr := e.pr
 	if e.cfg.CheckpointAware {
-		for _, t := range order {
-			e.weigh(pr, t, selected, free)
-		}
+		e.choose(pr, order, selected, free)
 	}
 	if pr.resv != nil && len(pr.blocked) > 0 {
 		e.backfillPass(pr)
 	}
-	if len(pr.barred) > 0 {
+	if pr.refill || len(pr.barred) > 0 {
 		e.fillIdle(order, selected, free)
 	}
 }
 
 // fillIdle is the final fill: the GPUs every pass left free (outside a
-// reservation's held-back GPUs) go to the units left, the barred ones
-// (noticed last round) among them, as selection would hand them out.
+// reservation's held-back GPUs; a migrant that stayed left its start's)
+// go to the units left, as selection would hand them out; then what is
+// still free to the barred ones (noticed last round) too.
 func (e *Engine) fillIdle(order []string, selected map[string][]*candidate, free map[string]int) {
-	idle := false
-	for _, t := range order {
-		idle = idle || free[t] > 0
+	idle := func() bool {
+		return slices.ContainsFunc(order, func(t string) bool { return free[t] > 0 })
 	}
-	if !idle {
+	add := func() {
+		for t, cs := range e.selectUnits(order, free) {
+			selected[t] = append(selected[t], cs...)
+		}
+	}
+	if e.pr.refill && idle() {
+		add()
+	}
+	if len(e.pr.barred) == 0 || !idle() {
 		return
 	}
 	for _, u := range e.pr.barred {
 		e.releaseUnit(u)
 		e.preTaken--
 	}
-	for t, cs := range e.selectUnits(order, free) {
-		selected[t] = append(selected[t], cs...)
-	}
+	add()
 }
 
 // weighed is a victim or a starter in the checkpoint-aware choice.
@@ -430,35 +437,74 @@ type weighed struct {
 	gpus   []string // a victim's
 	value  float64
 	victim bool
-	in     bool // chosen
+	mig    *migrant // a migrant's entry (victim on its type, starter on the other)
+	in     bool     // chosen
 	notice bool
+	forced bool // in, whatever its value (a migrant that stays)
+	out    bool // no longer weighed here
 }
 
-// weigh is the checkpoint-aware choice on type t. Victims are the units
-// that ran on t last round, unpinned, on healthy GPUs outside a
-// reservation, that selection left out; starters the units it selected
-// on t none of whose jobs ran (admissions and resumes: keeps and
-// migrations stay as Gavel decided). A greedy by value over both, on the
-// GPUs the starters took and those left free, decides which run; then a
-// victim still stopped that has unsaved work gets a notice, and keeps its
-// GPUs this round, if dropping the lowest-valued starters makes room.
+// migrant is a running unit that selection moves to another type: a
+// victim where it ran, a starter where selection took it.
+type migrant struct {
+	u        *unit
+	from, to string
+	v, s     *weighed // its entries on from and on to (s nil: to is not weighed)
+	home     bool     // it stays on from (kept, or with a notice)
+}
+
+// choose is the checkpoint-aware choice. Per type, victims are the units
+// that ran there last round, unpinned, on healthy GPUs outside a
+// reservation, that selection left out or took on another type
+// (migrants); starters the units it selected there none of whose jobs ran
+// (admissions and resumes) and the migrants coming in. A type none of
+// whose units stops or leaves keeps Gavel's choice. On every other type
+// a greedy by value over its victims and starters, on the GPUs the
+// starters took and those left free, decides which run; then a victim
+// still out that has unsaved work gets a notice, and keeps its GPUs this
+// round, if dropping the lowest-valued starters makes room (weighType).
+//
+// A migrant that wins its place back, or gets a notice, stays where it
+// ran (Keep); its place on the new type goes to the next entries there
+// and, where none fits, to the units left (the final fill); one that
+// loses where it ran and wins on the new type moves; one that loses on
+// both stops. Types are weighed twice: first to learn which migrants
+// stay, then again with those kept (and their notices) and their starts
+// gone, the migrants that leave no longer victims.
 //
 // Values: a victim p·(1 + loss/H), loss its unsaved work (none once
 // noticed; at most H, so the value is at most p·(2 + restore/H)) plus its
-// restore; a starter p·max(0.1, 1 − restore/H); p the
-// unit's priority on t, H = max(RoundS, MinRuntimeS). Ties go to the
-// victim: no move. A pair weighs its costlier job (its GPUs redo that).
-func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate, free map[string]int) {
-	var ws []*weighed
+// restore; a starter p·max(0.1, 1 − cost/H), cost its restore, and for a
+// migrant its restore plus its unsaved work (a move pays both); p the
+// unit's priority on the type, H = max(RoundS, MinRuntimeS). Ties go to
+// the victim: no move. A pair weighs its costlier job (its GPUs redo
+// that).
+func (e *Engine) choose(pr *preRound, order []string, selected map[string][]*candidate, free map[string]int) {
+	selOn := map[*unit]string{}
+	for _, t := range order {
+		for _, c := range selected[t] {
+			selOn[c.u] = t
+		}
+	}
+	ws := map[string][]*weighed{}
+	migOf := map[*unit]*migrant{}
+	var migs []*migrant
+	victimGPU := map[string]bool{} // a backend that shows two units on a GPU: the first
 	for i := range pr.s.Running {
 		a := &pr.s.Running[i]
-		if a.Type != t {
+		t := a.Type
+		u, gpus := e.runningUnit(pr, a)
+		if u == nil || pr.pinned[u] || migOf[u] != nil || pr.taken(gpus) ||
+			slices.ContainsFunc(gpus, func(g string) bool { return pr.reserved[g] || victimGPU[g] }) {
 			continue
 		}
-		u, gpus := e.runningUnit(pr, a)
-		if u == nil || pr.pinned[u] || e.unitTaken(u) || pr.taken(gpus) ||
-			slices.ContainsFunc(gpus, func(g string) bool { return pr.reserved[g] }) {
-			continue
+		to := ""
+		if e.unitTaken(u) {
+			nt, ok := selOn[u]
+			if !ok || nt == t {
+				continue // held before selection, or kept on its type
+			}
+			to = nt
 		}
 		c := e.candOf(t, u)
 		if e.fifo && c.priority <= 0 {
@@ -475,42 +521,152 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 			}
 			loss = max(loss, l)
 		}
-		ws = append(ws, &weighed{c: c, gpus: gpus, value: c.priority * (1 + loss/pr.h), victim: true})
+		w := &weighed{c: c, gpus: gpus, value: c.priority * (1 + loss/pr.h), victim: true}
+		ws[t] = append(ws[t], w)
+		for _, g := range gpus {
+			victimGPU[g] = true
+		}
+		if to != "" {
+			m := &migrant{u: u, from: t, to: to, v: w}
+			w.mig = m
+			migOf[u] = m
+			migs = append(migs, m)
+		}
 	}
 	if len(ws) == 0 {
-		return // nobody stopped here: Gavel's choice stands
+		return // nobody stopped or moved: Gavel's choice stands
 	}
 	// The count, as selection's: the starters' GPUs and those left free
 	// (the victims' GPUs are among them, unless a migration took them).
-	room := free[t]
-	for _, c := range selected[t] {
-		if slices.ContainsFunc(c.u.jobs, func(id string) bool { return pr.ran[id] != nil }) {
+	room := map[string]int{}
+	for _, t := range order {
+		if ws[t] == nil {
 			continue
 		}
-		restore := 0.0
-		for _, id := range c.u.jobs {
-			restore = max(restore, pr.jobs[id].RestoreS)
-		}
-		ws = append(ws, &weighed{c: *c, value: c.priority * max(0.1, 1-restore/pr.h)})
-		room += c.u.sf
-	}
-	slices.SortStableFunc(ws, func(a, b *weighed) int {
-		switch {
-		case a.value > b.value:
-			return -1
-		case a.value < b.value:
-			return 1
-		case a.victim != b.victim:
-			if a.victim {
-				return -1
+		room[t] = free[t]
+		for _, c := range selected[t] {
+			m := migOf[c.u]
+			if m == nil && slices.ContainsFunc(c.u.jobs, func(id string) bool { return pr.ran[id] != nil }) {
+				continue // kept, or moved as Gavel decided
 			}
-			return 1
+			cost := 0.0
+			for _, id := range c.u.jobs {
+				j := pr.jobs[id]
+				v := j.RestoreS
+				if m != nil {
+					v += e.unsaved(pr, j)
+				}
+				cost = max(cost, v)
+			}
+			w := &weighed{c: *c, value: c.priority * max(0.1, 1-cost/pr.h), mig: m}
+			if m != nil {
+				m.s = w
+			}
+			ws[t] = append(ws[t], w)
+			room[t] += c.u.sf
 		}
-		return byRank(&a.c, &b.c)
-	})
+		slices.SortStableFunc(ws[t], func(a, b *weighed) int {
+			switch {
+			case a.value > b.value:
+				return -1
+			case a.value < b.value:
+				return 1
+			case a.victim != b.victim:
+				if a.victim {
+					return -1
+				}
+				return 1
+			}
+			return byRank(&a.c, &b.c)
+		})
+	}
+	left := map[string]int{}
+	pass := func() {
+		for _, t := range order {
+			if ws[t] != nil {
+				left[t] = e.weighType(pr, ws[t], room[t])
+			}
+		}
+	}
+	pass()
+	if len(migs) > 0 {
+		for _, m := range migs {
+			m.home = m.v.in
+			if m.home {
+				m.v.forced = true // with its notice, if it got one
+				if m.s != nil {
+					m.s.out = true
+				}
+			} else {
+				m.v.out = true
+			}
+		}
+		pass()
+	}
+	var dropped map[*unit]bool
+	drop := func(u *unit) {
+		if dropped == nil {
+			dropped = map[*unit]bool{}
+		}
+		dropped[u] = true
+	}
+	for _, t := range order {
+		for _, w := range ws[t] {
+			u := w.c.u
+			switch {
+			case w.out:
+			case w.victim && w.in:
+				f := fixedUnit{c: w.c, gpus: w.gpus, act: Keep}
+				if w.notice {
+					f.why = &Reason{Kind: Noticed, Priority: w.c.priority, To: t}
+					f.checkpoint = true
+					for _, id := range u.jobs {
+						pr.noticed[id] = true
+					}
+				}
+				pr.fix(t, f)
+				if m := w.mig; m != nil {
+					// It stays: its start on the new type is undone.
+					drop(u)
+					if m.s == nil {
+						free[m.to] += u.sf
+					}
+					pr.refill = true
+					continue
+				}
+				e.holdUnit(u)
+			case !w.victim && !w.in:
+				drop(u)
+				e.releaseUnit(u)
+			}
+		}
+	}
+	for t := range left {
+		free[t] = left[t]
+	}
+	if dropped != nil {
+		for _, t := range order {
+			selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return dropped[c.u] })
+		}
+	}
+}
+
+// weighType decides one type: entries forced in first, then a greedy by
+// value (ws is in value order) on room GPUs, then the notices; it returns
+// the GPUs left free.
+func (e *Engine) weighType(pr *preRound, ws []*weighed, room int) int {
+	for _, w := range ws {
+		w.in = w.forced && !w.out
+		if !w.forced {
+			w.notice = false
+		}
+		if w.in {
+			room -= w.c.u.sf
+		}
+	}
 	fill := func() {
 		for _, w := range ws {
-			if !w.in && w.c.u.sf <= room {
+			if !w.in && !w.out && w.c.u.sf <= room {
 				w.in = true
 				room -= w.c.u.sf
 			}
@@ -519,7 +675,7 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 	fill()
 	noticed := false
 	for _, w := range ws {
-		if !w.victim || w.in || !e.mayNotice(pr, w.c.u.jobs) {
+		if !w.victim || w.in || w.out || !e.mayNotice(pr, w.c.u.jobs) {
 			continue
 		}
 		need := w.c.u.sf
@@ -546,33 +702,7 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 	if noticed {
 		fill() // what a dropped starter left, if anyone fits there
 	}
-	var dropped map[*unit]bool
-	for _, w := range ws {
-		u := w.c.u
-		switch {
-		case w.victim && w.in && !pr.taken(w.gpus):
-			f := fixedUnit{c: w.c, gpus: w.gpus, act: Keep}
-			if w.notice {
-				f.why = &Reason{Kind: Noticed, Priority: w.c.priority, To: t}
-				f.checkpoint = true
-				for _, id := range u.jobs {
-					pr.noticed[id] = true
-				}
-			}
-			pr.fix(t, f)
-			e.holdUnit(u)
-		case !w.victim && !w.in:
-			if dropped == nil {
-				dropped = map[*unit]bool{}
-			}
-			dropped[u] = true
-			e.releaseUnit(u)
-		}
-	}
-	if dropped != nil {
-		selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return dropped[c.u] })
-	}
-	free[t] = room
+	return room
 }
 
 // mayNotice reports whether the running jobs may get a notice: none was

@@ -533,6 +533,115 @@ func TestCheckpointAwareRestore(t *testing.T) {
 	}
 }
 
+// xTypeSolve gives each job the share x[job][type] of each type.
+func xTypeSolve(x map[string]map[string]float64) SolveFunc {
+	return func(name string, p *policies.Problem) (*policies.Allocation, error) {
+		var types []string
+		for t := range p.GPUTypes {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		a := &policies.Allocation{Policy: name, Types: types}
+		for _, j := range p.Jobs {
+			row := make([]float64, len(types))
+			for k, t := range types {
+				row[k] = x[j.ID][t]
+			}
+			a.JobIDs = append(a.JobIDs, j.ID)
+			a.X = append(a.X, row)
+		}
+		return a, nil
+	}
+}
+
+// TestCheckpointAwareMigrations: a unit Gavel moves from k80 to v100 is a
+// victim on k80 and a starter on v100 whose move costs its restore and its
+// unsaved work. m runs on the K80, v on the V100, w waits for the K80;
+// Gavel moves m to the V100 (stopping v) and starts w on the K80.
+//   - m with much unsaved work: worth little as a starter on the V100, much
+//     as a victim on the K80: m and v stay, w waits;
+//   - m with its work saved: it wins on the V100 and loses on the K80:
+//     it moves, as Gavel decided;
+//   - m with some unsaved work, winning on the V100 and losing on the K80:
+//     it gets the notice instead, kept on the K80 (w waits) and v with it;
+//     the next round m stops and w starts;
+//   - with a second, idle V100, the place m's stay leaves there goes to a
+//     job that waits for it.
+func TestCheckpointAwareMigrations(t *testing.T) {
+	const now = 7200
+	job := func(id string, unsaved float64) Job {
+		return Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2, "k80": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+			CheckpointS: 10, Started: unsaved >= 0, RunSinceS: now - 2000, CheckpointAtS: now - max(unsaved, 0)}
+	}
+	for _, tc := range []struct {
+		name             string
+		unsaved, restore float64
+		xv, xw           float64 // v's share of the V100, w's of the K80
+		idle             bool    // a second V100, idle, and z waiting for it
+		want             map[string]Intent
+		notice           bool
+	}{
+		{name: "stays", unsaved: 1000, restore: 30, xv: 0.4, xw: 0.35,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep}},
+		{name: "moves", unsaved: 0, restore: 30, xv: 0.4, xw: 0.35,
+			want: map[string]Intent{"m": IntentMigrate, "v": IntentSuspend, "w": IntentAdmit}},
+		{name: "noticed", unsaved: 100, xv: 0.3, xw: 0.45,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep}, notice: true},
+		{name: "refill", unsaved: 1000, restore: 30, xv: 0.4, xw: 0.35, idle: true,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep, "z": IntentAdmit}},
+	} {
+		gpus := []GPU{{ID: "g0", Type: "v100", Server: "s0"}, {ID: "k0", Type: "k80", Server: "s1"}}
+		m, v, w := job("m", tc.unsaved), job("v", 0), job("w", -1)
+		m.RestoreS = tc.restore
+		running := []Assignment{{Jobs: []string{"m"}, Type: "k80", GPUs: []string{"k0"}}, {Jobs: []string{"v"}, Type: "v100", GPUs: []string{"g0"}}}
+		x := map[string]map[string]float64{"m": {"v100": 0.5, "k80": 0.3}, "v": {"v100": tc.xv}, "w": {"k80": tc.xw}}
+		jobs := []Job{m, v, w}
+		if tc.idle {
+			gpus = append(gpus, GPU{ID: "g1", Type: "v100", Server: "s0"})
+			jobs = append(jobs, job("z", -1))
+			x["z"] = map[string]float64{"v100": 0.2}
+			running[1].GPUs = []string{"g0"}
+		}
+		s := &Snapshot{TimeS: now, GPUs: gpus, Jobs: jobs, Running: running}
+		p := mustRound(t, mustNew(t, Config{Policy: "test_perf", Solve: xTypeSolve(x)}), s)
+		if a := assignmentOf(p, "m"); a == nil || a.Type != "v100" {
+			t.Fatalf("%s: Gavel does not move m: %+v", tc.name, p.Assignments)
+		}
+		e := mustNew(t, Config{Policy: "test_perf", Solve: xTypeSolve(x), CheckpointAware: true})
+		p = mustRound(t, e, s)
+		checkPlan(t, s, p, 1)
+		for id, want := range tc.want {
+			if ji := intentOf(p, id); ji == nil || ji.Intent != want {
+				t.Fatalf("%s: %s: %+v, want %s", tc.name, id, ji, want)
+			}
+		}
+		if a := assignmentOf(p, "w"); a != nil && tc.want["w"] == "" {
+			t.Fatalf("%s: w runs: %+v", tc.name, p.Assignments)
+		}
+		if ji := intentOf(p, "m"); ji.Checkpoint != tc.notice || (tc.notice && ji.Reason.Kind != Noticed) ||
+			(ji.Intent == IntentKeep && !slices.Equal(ji.GPUs, []string{"k0"})) {
+			t.Fatalf("%s: m: %+v", tc.name, ji)
+		}
+		if !tc.notice {
+			continue
+		}
+		// The next round m stops, w starts in its place.
+		s2 := &Snapshot{TimeS: now + 360, GPUs: gpus, Jobs: jobs, Running: p.Assignments}
+		for i := range s2.Jobs {
+			s2.Jobs[i].Started = true
+		}
+		s2.Jobs[0].CheckpointAtS = now
+		p = mustRound(t, e, s2)
+		checkPlan(t, s2, p, 1)
+		if ji := intentOf(p, "m"); ji == nil || ji.Intent != IntentSuspend {
+			t.Fatalf("%s: round 2: m: %+v", tc.name, ji)
+		}
+		if a := assignmentOf(p, "w"); a == nil || a.Type != "k80" {
+			t.Fatalf("%s: round 2: %+v", tc.name, p.Assignments)
+		}
+	}
+}
+
 // TestNotice: a victim with more unsaved work than a checkpoint takes
 // keeps its GPUs one round with Checkpoint set (the starter waits); next
 // round its stop loses only the restore, so it stops, without a second
