@@ -40,10 +40,11 @@ import (
 //     StartS (backfill); at StartS the gang starts on them.
 //
 // Round order: preBegin (last round's noticed jobs held out; the pins;
-// the reservation's start, or its GPUs held back) → selectUnits →
-// preSelected (checkpoint-aware choice, notices, backfill, the final fill
-// of idle GPUs) → place (held units first: placeFixed) → preFinish
-// (a new reservation, notices to its holders, records).
+// the reservation, made or brought up to date, its start, or its GPUs
+// held back) → selectUnits → preSelected (checkpoint-aware choice,
+// notices, backfill, the final fill of idle GPUs) → place (held units
+// first: placeFixed) → preFinish (the reservation dropped if the gang ran
+// elsewhere, notices to its holders, records).
 
 // preRound is one round's state of these rules.
 type preRound struct {
@@ -106,8 +107,10 @@ func (pr *preRound) taken(gpus []string) bool {
 
 // preBegin sets up the round's state and takes, before selection, the
 // pinned units and a reservation's gang when its time has come (their
-// free[t] consumed), or holds the reservation's GPUs back.
-func (e *Engine) preBegin(s *Snapshot, free map[string]int) {
+// free[t] consumed), or holds the reservation's GPUs back; the
+// reservation is made here, from what the snapshot shows, so that the
+// round that makes it already holds its GPUs back.
+func (e *Engine) preBegin(s *Snapshot, order []string, free map[string]int) {
 	pr := &preRound{s: s, jobs: make(map[string]*Job, len(s.Jobs)), healthy: make(map[string]*GPU, len(s.GPUs)),
 		ran: map[string]*Assignment{}, h: max(e.cfg.RoundS, e.cfg.MinRuntimeS), pinned: map[*unit]bool{},
 		pinEnd: map[string]float64{}, fixed: map[string][]fixedUnit{}, claimed: map[string]bool{}, noticed: map[string]bool{},
@@ -133,8 +136,8 @@ func (e *Engine) preBegin(s *Snapshot, free map[string]int) {
 	if e.cfg.MinRuntimeS > 0 {
 		e.pin(pr, free)
 	}
-	if e.resv != nil {
-		e.reservationRound(pr, free)
+	if e.resv != nil || e.cfg.ReserveAfterS > 0 {
+		e.reservationRound(pr, order, free)
 	}
 }
 
@@ -346,32 +349,46 @@ func (e *Engine) gangUnit(pr *preRound, j *Job, t string, gpus []string) *unit {
 }
 
 // reservationRound brings the reservation in force up to date before
-// selection: dropped when its job left or runs, remade (at the end of the
-// round) when a reserved GPU failed or left; StartS from the current pins.
-// Due, its gang is taken on the reserved GPUs; else those no pinned unit
-// holds are kept from selection.
-func (e *Engine) reservationRound(pr *preRound, free map[string]int) {
-	r, now := e.resv, pr.s.TimeS
-	j := pr.jobs[r.Job]
-	if j == nil || pr.ran[r.Job] != nil {
-		e.resv = nil
+// selection: dropped when its job left or runs, remade when a reserved
+// GPU failed or left; StartS from the current pins. With none in force
+// one is made (reserve). Due, its gang is taken on the reserved GPUs;
+// else those no pinned unit holds are kept from selection.
+func (e *Engine) reservationRound(pr *preRound, order []string, free map[string]int) {
+	now := pr.s.TimeS
+	if r := e.resv; r != nil {
+		j := pr.jobs[r.Job]
+		switch {
+		case j == nil || pr.ran[r.Job] != nil:
+			e.resv = nil
+		case e.gangUnit(pr, j, r.Type, r.GPUs) == nil:
+			pr.remade, e.resv = r, nil
+		default:
+			start := now
+			for _, g := range r.GPUs {
+				if end, ok := pr.pinEnd[g]; ok {
+					start = max(start, end)
+				}
+			}
+			r.StartS = start
+		}
+	}
+	if e.resv == nil && e.cfg.ReserveAfterS > 0 {
+		e.reserve(pr, order)
+	}
+	r := e.resv
+	if r == nil {
 		return
 	}
-	u := e.gangUnit(pr, j, r.Type, r.GPUs)
+	u := e.gangUnit(pr, pr.jobs[r.Job], r.Type, r.GPUs)
 	if u == nil {
-		pr.remade, e.resv = r, nil
+		e.resv = nil // made on GPUs it cannot take: not possible
 		return
 	}
 	pr.reserved = make(map[string]bool, len(r.GPUs))
-	start := now
 	for _, g := range r.GPUs {
 		pr.reserved[g] = true
-		if end, ok := pr.pinEnd[g]; ok {
-			start = max(start, end)
-		}
 	}
-	r.StartS = start
-	if start <= now {
+	if r.StartS <= now {
 		// Its other holders are displaced (they may be selected elsewhere).
 		c := e.candOf(r.Type, u)
 		pr.fix(r.Type, fixedUnit{c: c, gpus: slices.Clone(r.GPUs), act: Start})
@@ -398,7 +415,7 @@ func (e *Engine) preSelected(order []string, selected map[string][]*candidate, f
 		e.choose(pr, order, selected, free)
 	}
 	if pr.resv != nil && len(pr.blocked) > 0 {
-		e.backfillPass(pr)
+		e.backfillPass(pr, selected, free)
 	}
 	if pr.refill || len(pr.barred) > 0 {
 		e.fillIdle(order, selected, free)
@@ -725,10 +742,43 @@ func (e *Engine) mayNotice(pr *preRound, jobs []string) bool {
 // of them and either finish before StartS (after their restore) or may be
 // stopped by then: a job starting now is pinned for MinRuntimeS; one
 // that ran there last round is past its pin (a pinned one holds GPUs that
-// are not held back) and keeps its GPUs.
-func (e *Engine) backfillPass(pr *preRound) {
+// are not held back) and keeps its GPUs. A job selection chose on the
+// type that ran there keeps them first (rather than move within its
+// type): the GPUs it counted on outside go back to selection's free count.
+func (e *Engine) backfillPass(pr *preRound, selected map[string][]*candidate, free map[string]int) {
 	r, now := pr.resv, pr.s.TimeS
 	t, left := r.Type, len(pr.blocked)
+	inside := func(u *unit) []string {
+		a := pr.ran[u.key]
+		if u.isPair() || a == nil || len(a.Jobs) != 1 || a.Type != t {
+			return nil
+		}
+		j := pr.jobs[u.key]
+		if j == nil || j.Elastic != nil {
+			return nil
+		}
+		if g := base(j, a); len(g) == u.sf && !slices.ContainsFunc(g, func(id string) bool { return !pr.inBlock[id] }) {
+			return g
+		}
+		return nil
+	}
+	moved := false
+	for _, c := range selected[t] {
+		g := inside(c.u)
+		if g == nil || c.u.sf > left {
+			continue
+		}
+		pr.backfill = append(pr.backfill, fixedUnit{c: *c, gpus: g,
+			why: &Reason{Kind: Backfills, Until: r.StartS, Priority: c.priority, To: t}})
+		left -= c.u.sf
+		free[t] += c.u.sf
+		c.u = nil
+		moved = true
+	}
+	if moved {
+		selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return c.u == nil })
+		pr.refill = true // the GPUs they leave outside
+	}
 	e.candidates(t, e.rounds, func(c *candidate) bool {
 		if left == 0 || (e.fifo && c.priority <= 0) {
 			return false
@@ -818,11 +868,11 @@ func (pr *preRound) placeFixed(cl *cluster, t string, out []Assignment) []Assign
 	return out
 }
 
-// preFinish ends the round: a reservation for the longest-waiting gang
-// when none is in force, the plan's reservation and, with
-// CheckpointAware, the notice to the units that its start displaces in
-// the round before; then the records the next round reads.
-func (e *Engine) preFinish(order []string, plan *Plan) {
+// preFinish ends the round: the reservation dropped if selection ran its
+// gang elsewhere, else the plan's reservation and, with CheckpointAware,
+// the notice to the units that its start displaces in the round before;
+// then the records the next round reads.
+func (e *Engine) preFinish(plan *Plan) {
 	pr := e.pr
 	in := map[string]bool{}
 	for _, a := range plan.Assignments {
@@ -830,13 +880,10 @@ func (e *Engine) preFinish(order []string, plan *Plan) {
 			in[id] = true
 		}
 	}
+	if e.resv != nil && in[e.resv.Job] {
+		e.resv = nil // selection ran the gang elsewhere: it no longer waits
+	}
 	if e.cfg.ReserveAfterS > 0 {
-		if e.resv != nil && in[e.resv.Job] {
-			e.resv = nil // selection ran the gang elsewhere: it no longer waits
-		}
-		if e.resv == nil {
-			e.reserve(pr, order, plan, in)
-		}
 		if r := e.resv; r != nil {
 			plan.Reservations = []Reservation{*r}
 			plan.Reservations[0].GPUs = slices.Clone(r.GPUs)
@@ -892,25 +939,25 @@ func (e *Engine) noticeHolders(pr *preRound, plan *Plan) {
 	}
 }
 
-// reserve makes a reservation for the gang that has waited longest (ties:
-// arrival order) at least ReserveAfterS and does not run this round. A
-// GPU is free at once if this round's plan leaves it idle, at its pin's
-// end if a pinned unit holds it, when the unit started on it this round
-// may be stopped (its pin) if one was, else next round. On each type the
+// reserve makes a reservation, at the round's start, for the gang that
+// has waited longest (ties: arrival order) at least ReserveAfterS and
+// does not run. A GPU is free at once if no unit ran on it last round or
+// only jobs noticed then (they stop now), at its pin's end if a pinned
+// unit holds it, else next round (its holder may be stopped then, after
+// a notice with CheckpointAware). On each type the
 // gang can use, the reservation would start when the ScaleFactor-th
 // earliest GPU is free; the type where that is earliest (ties: higher
 // throughput, then type order) is taken, with GPUs free by then on the
 // fewest servers.
-func (e *Engine) reserve(pr *preRound, order []string, plan *Plan, in map[string]bool) {
+func (e *Engine) reserve(pr *preRound, order []string) {
 	s, now := pr.s, pr.s.TimeS
 	freeAt := map[string]float64{} // absent: idle
-	for _, a := range plan.Assignments {
-		end := now + e.cfg.RoundS
-		if a.Action == Start {
-			end = now + max(e.cfg.RoundS, e.cfg.MinRuntimeS)
+	for _, a := range s.Running {
+		if !slices.ContainsFunc(a.Jobs, func(id string) bool { return pr.jobs[id] != nil && !e.noticed[id] }) {
+			continue // gone, or noticed last round: it stops now
 		}
 		for _, g := range a.GPUs {
-			freeAt[g] = end
+			freeAt[g] = now + e.cfg.RoundS
 		}
 	}
 	for g, end := range pr.pinEnd {
@@ -922,7 +969,7 @@ func (e *Engine) reserve(pr *preRound, order []string, plan *Plan, in map[string
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		sf := max(j.ScaleFactor, 1)
-		if sf <= 1 || in[j.ID] || j.Elastic.TwoRole() {
+		if sf <= 1 || pr.ran[j.ID] != nil || j.Elastic.TwoRole() {
 			continue
 		}
 		ws, ok := e.waitSince[j.ID]

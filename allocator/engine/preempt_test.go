@@ -264,7 +264,6 @@ func TestPinnedNeverMoved(t *testing.T) {
 			CheckpointAware: seed%2 == 0, ReserveAfterS: []float64{0, 720}[seed/2%2]}
 		e := mustNew(t, cfg)
 		var lastNoticed map[string]bool
-		var lastResv *Reservation
 		for round := range 30 {
 			if r.IntN(3) == 0 {
 				arrive()
@@ -347,25 +346,23 @@ func TestPinnedNeverMoved(t *testing.T) {
 						t.Fatalf("seed %d round %d: reservation on %s", seed, round, g)
 					}
 				}
-				if lastResv != nil && lastResv.Job == resv.Job && slices.Equal(lastResv.GPUs, resv.GPUs) {
-					// In force since last round: its GPUs run only what may.
-					for _, a := range p.Assignments {
-						if !slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(resv.GPUs, g) }) {
-							continue
+				// In force from the round that makes it (at the
+				// round's start): its GPUs run only what may.
+				for _, a := range p.Assignments {
+					if !slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(resv.GPUs, g) }) {
+						continue
+					}
+					for _, id := range a.Jobs {
+						k := intentOf(p, id).Reason.Kind
+						if k == Backfills {
+							backfilled++
 						}
-						for _, id := range a.Jobs {
-							k := intentOf(p, id).Reason.Kind
-							if k == Backfills {
-								backfilled++
-							}
-							if k != Pinned && k != Backfills && k != Noticed && k != Resized {
-								t.Fatalf("seed %d round %d: %s runs on reserved GPUs %v: %v", seed, round, id, a.GPUs, intentOf(p, id).Reason)
-							}
+						if k != Pinned && k != Backfills && k != Noticed && k != Resized {
+							t.Fatalf("seed %d round %d: %s runs on reserved GPUs %v: %v", seed, round, id, a.GPUs, intentOf(p, id).Reason)
 						}
 					}
 				}
 			}
-			lastResv = resv
 			c.apply(p)
 		}
 	}
@@ -863,12 +860,12 @@ func TestReservationGang(t *testing.T) {
 					t.Fatalf("reservation moved: %+v, was %+v", r, resv)
 				}
 				resv = &r
-				// Newcomers never run on the held-back GPUs: they would
+				// Newcomers never run on the held-back GPUs, not even in
+				// the round that makes the reservation: they would
 				// neither finish nor be stoppable by StartS.
 				for _, a := range p.Assignments {
-					if a.Action == Start && slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(r.GPUs, g) }) &&
-						s.TimeS > r.SinceS {
-						t.Fatalf("round %d: %v started on reserved GPUs %v", round, a.Jobs, a.GPUs)
+					if a.Action == Start && slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(r.GPUs, g) }) {
+						t.Fatalf("round %d: %v started on reserved GPUs %v (reserved since %.0f)", round, a.Jobs, a.GPUs, r.SinceS)
 					}
 				}
 			}
@@ -966,6 +963,61 @@ func TestBackfill(t *testing.T) {
 	}
 	if r := (Reservation{Type: "v100", StartS: T + 720}).Reason(); r.Kind != Reserved || r.String() == "" {
 		t.Fatal(r)
+	}
+}
+
+// TestReservationFirstRound: the reservation is made at the round's
+// start, so the round that makes it already holds its GPUs back. A gang
+// that has just waited ReserveAfterS, four GPUs of which one is pinned for
+// two more rounds, one held past its pin and two idle; newcomers that
+// would be pinned past the reservation's start do not start on its GPUs
+// (before, one started on an idle GPU and its pin pushed the reservation
+// a full minimum runtime later), one that finishes before it backfills,
+// and the job past its pin keeps its GPU as a backfill (its notice, with
+// CheckpointAware, comes the round before the start).
+func TestReservationFirstRound(t *testing.T) {
+	const T = 7200
+	c := &preSim{roundS: 360, now: T, setSince: true, since: map[string]float64{"pin": T - 720, "old": T - 1440}}
+	for i := range 4 {
+		c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
+	}
+	one := func(id string, seconds float64) Job {
+		return Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2}, TotalSteps: 1e9, RemainingSteps: 2 * seconds,
+			CheckpointS: 30, Started: id == "pin" || id == "old"}
+	}
+	c.add(Job{ID: "gang", ScaleFactor: 4, Throughput: map[string]float64{"v100": 4}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	c.jobs[0].ArrivalS = T - 360 // waited exactly ReserveAfterS
+	c.add(one("pin", 1e6))
+	c.add(one("old", 1e6))
+	c.add(one("long", 1e6))
+	c.add(one("long2", 1e6))
+	c.add(one("short", 300))
+	c.running = []Assignment{{Jobs: []string{"pin"}, Type: "v100", GPUs: []string{"g0"}, Action: Keep},
+		{Jobs: []string{"old"}, Type: "v100", GPUs: []string{"g1"}, Action: Keep}}
+	x := xSolve(map[string]float64{"gang": 0.1, "pin": 0.2, "old": 0.2, "long": 0.3, "long2": 0.3, "short": 0.2})
+	for _, ca := range []bool{false, true} {
+		e := mustNew(t, Config{Policy: "test_perf", Solve: x, MinRuntimeS: 1440, ReserveAfterS: 360, CheckpointAware: ca})
+		s := c.snapshot()
+		p := mustRound(t, e, s)
+		checkPlan(t, s, p, 2)
+		if len(p.Reservations) != 1 || p.Reservations[0].SinceS != T || p.Reservations[0].StartS != T+720 {
+			t.Fatalf("ca=%v: %+v", ca, p.Reservations)
+		}
+		for _, a := range p.Assignments {
+			for _, id := range a.Jobs {
+				ji := intentOf(p, id)
+				if a.Action == Start && ji.Reason.Kind != Backfills {
+					t.Fatalf("ca=%v: %s starts on reserved GPUs %v: %v", ca, id, a.GPUs, ji.Reason)
+				}
+			}
+		}
+		if ji := intentOf(p, "short"); ji == nil || ji.Intent != IntentAdmit || ji.Reason.Kind != Backfills {
+			t.Fatalf("ca=%v: short: %+v", ca, ji)
+		}
+		if ji := intentOf(p, "old"); ji == nil || ji.Intent != IntentKeep || !slices.Equal(ji.GPUs, []string{"g1"}) ||
+			ji.Checkpoint || ji.Reason.Kind != Backfills {
+			t.Fatalf("ca=%v: old: %+v", ca, ji)
+		}
 	}
 }
 

@@ -156,7 +156,7 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	order := e.typeOrder(s.GPUs)
 	free := healthyCounts(s.GPUs)
 	if e.pre {
-		e.preBegin(s, free) // pins, a reservation's start or its GPUs held back
+		e.preBegin(s, order, free) // pins, a reservation (made now), its start or its GPUs held back
 	}
 	selected := e.selectUnits(order, free)
 	if e.pr != nil {
@@ -166,7 +166,7 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	plan.Assignments = e.place(ps, order, selected)
 	e.elasticGrow(s, order, plan.Assignments, extras)
 	if e.pr != nil {
-		e.preFinish(order, plan) // a new reservation, notices to its holders, records
+		e.preFinish(plan) // the reservation kept or dropped, notices to its holders, records
 	}
 
 	running := map[string]bool{}
