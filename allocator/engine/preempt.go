@@ -20,14 +20,17 @@ import (
 //     failed GPU, or GPUs the VC layers no longer give this engine, end
 //     the pin.
 //   - Checkpoint-aware choice (Config.CheckpointAware): per type, the
-//     running units Gavel stops (victims) and the units it starts afresh
-//     (starters) are weighed again, a victim by its priority times what a
-//     stop loses (work since its last checkpoint, its restore), a starter
-//     by its priority less what its restore costs; a greedy by that value
-//     stops the victim that loses least and skips a start that costs more
-//     than it gains. A victim still stopped with more unsaved work than a
+//     running units Gavel stops or moves to another type (victims) and
+//     the units it starts afresh or moves in (starters) are weighed
+//     again, a victim by its priority times what a stop loses (work since
+//     its last checkpoint, its restore), a starter by its priority less
+//     what its start costs (its restore; a move also its unsaved work); a
+//     greedy by that value stops the victim that loses least and skips a
+//     start or a move that costs more than it gains. A victim still stopped with more unsaved work than a
 //     checkpoint takes gets one round's notice (JobIntent.Checkpoint):
-//     planned, the stop then loses only the restore.
+//     planned, the stop then loses only the restore. A notice means a
+//     stop: the round after, the noticed job is neither kept, pinned nor
+//     selected elsewhere, unless GPUs would otherwise stay idle.
 //   - Reservations (Config.ReserveAfterS): the gang (scale factor > 1)
 //     that has waited longest, once it has waited ReserveAfterS, gets GPUs
 //     reserved from StartS, when the pins on them end (one reservation
@@ -36,10 +39,12 @@ import (
 //     greedy pass and only take jobs that finish, or may be stopped, by
 //     StartS (backfill); at StartS the gang starts on them.
 //
-// Round order: preBegin (the pins; the reservation's start, or its GPUs
+// Round order: preBegin (last round's noticed jobs held out; the pins;
+// the reservation, made or brought up to date, its start, or its GPUs
 // held back) → selectUnits → preSelected (checkpoint-aware choice,
-// notices, backfill) → place (held units first: placeFixed) → preFinish
-// (a new reservation, notices to its holders, records).
+// notices, backfill, the final fill of idle GPUs) → place (held units
+// first: placeFixed) → preFinish (the reservation dropped if the gang ran
+// elsewhere, notices to its holders, records).
 
 // preRound is one round's state of these rules.
 type preRound struct {
@@ -63,7 +68,12 @@ type preRound struct {
 	backfill []fixedUnit
 	remade   *Reservation    // dropped this round, to be remade
 	noticed  map[string]bool // jobs noticed this round
-	rank     map[string]rankIndex
+	// barred: the units of the jobs noticed last round, held out of
+	// every pass but the final fill of GPUs that would stay idle; refill:
+	// a migrant stayed, its start's GPUs are for the units left.
+	barred []*unit
+	refill bool
+	rank   map[string]rankIndex
 }
 
 // rankIndex is a type's ranked candidates by unit (candOf).
@@ -97,8 +107,10 @@ func (pr *preRound) taken(gpus []string) bool {
 
 // preBegin sets up the round's state and takes, before selection, the
 // pinned units and a reservation's gang when its time has come (their
-// free[t] consumed), or holds the reservation's GPUs back.
-func (e *Engine) preBegin(s *Snapshot, free map[string]int) {
+// free[t] consumed), or holds the reservation's GPUs back; the
+// reservation is made here, from what the snapshot shows, so that the
+// round that makes it already holds its GPUs back.
+func (e *Engine) preBegin(s *Snapshot, order []string, free map[string]int) {
 	pr := &preRound{s: s, jobs: make(map[string]*Job, len(s.Jobs)), healthy: make(map[string]*GPU, len(s.GPUs)),
 		ran: map[string]*Assignment{}, h: max(e.cfg.RoundS, e.cfg.MinRuntimeS), pinned: map[*unit]bool{},
 		pinEnd: map[string]float64{}, fixed: map[string][]fixedUnit{}, claimed: map[string]bool{}, noticed: map[string]bool{},
@@ -120,12 +132,34 @@ func (e *Engine) preBegin(s *Snapshot, free map[string]int) {
 	if e.cfg.ReserveAfterS > 0 {
 		e.noteWaiting(pr)
 	}
+	e.bar(pr)
 	if e.cfg.MinRuntimeS > 0 {
 		e.pin(pr, free)
 	}
-	if e.resv != nil {
-		e.reservationRound(pr, free)
+	if e.resv != nil || e.cfg.ReserveAfterS > 0 {
+		e.reservationRound(pr, order, free)
 	}
+}
+
+// bar holds the jobs noticed last round out of this round: a notice
+// means a stop (the lease's stop_at), so they are neither kept, pinned,
+// weighed nor selected elsewhere; only the final fill (fillIdle) may run
+// them again, on GPUs that would otherwise stay idle.
+func (e *Engine) bar(pr *preRound) {
+	for id := range e.noticed {
+		if pr.jobs[id] == nil {
+			continue
+		}
+		u := e.units[ukey{id, ""}]
+		if u == nil || u.oi < 0 || u.oi >= len(e.order) || e.order[u.oi] != u || u.taken == e.rounds {
+			continue
+		}
+		u.taken = e.rounds // its pairs too: they test their jobs' units
+		e.preTaken++
+		pr.barred = append(pr.barred, u)
+	}
+	// The map's order must not reach the plan.
+	slices.SortFunc(pr.barred, func(a, b *unit) int { return cmp.Compare(a.idx, b.idx) })
 }
 
 // runSince is when the job's current run began: the backend's RunSinceS,
@@ -315,32 +349,46 @@ func (e *Engine) gangUnit(pr *preRound, j *Job, t string, gpus []string) *unit {
 }
 
 // reservationRound brings the reservation in force up to date before
-// selection: dropped when its job left or runs, remade (at the end of the
-// round) when a reserved GPU failed or left; StartS from the current pins.
-// Due, its gang is taken on the reserved GPUs; else those no pinned unit
-// holds are kept from selection.
-func (e *Engine) reservationRound(pr *preRound, free map[string]int) {
-	r, now := e.resv, pr.s.TimeS
-	j := pr.jobs[r.Job]
-	if j == nil || pr.ran[r.Job] != nil {
-		e.resv = nil
+// selection: dropped when its job left or runs, remade when a reserved
+// GPU failed or left; StartS from the current pins. With none in force
+// one is made (reserve). Due, its gang is taken on the reserved GPUs;
+// else those no pinned unit holds are kept from selection.
+func (e *Engine) reservationRound(pr *preRound, order []string, free map[string]int) {
+	now := pr.s.TimeS
+	if r := e.resv; r != nil {
+		j := pr.jobs[r.Job]
+		switch {
+		case j == nil || pr.ran[r.Job] != nil:
+			e.resv = nil
+		case e.gangUnit(pr, j, r.Type, r.GPUs) == nil:
+			pr.remade, e.resv = r, nil
+		default:
+			start := now
+			for _, g := range r.GPUs {
+				if end, ok := pr.pinEnd[g]; ok {
+					start = max(start, end)
+				}
+			}
+			r.StartS = start
+		}
+	}
+	if e.resv == nil && e.cfg.ReserveAfterS > 0 {
+		e.reserve(pr, order)
+	}
+	r := e.resv
+	if r == nil {
 		return
 	}
-	u := e.gangUnit(pr, j, r.Type, r.GPUs)
+	u := e.gangUnit(pr, pr.jobs[r.Job], r.Type, r.GPUs)
 	if u == nil {
-		pr.remade, e.resv = r, nil
+		e.resv = nil // made on GPUs it cannot take: not possible
 		return
 	}
 	pr.reserved = make(map[string]bool, len(r.GPUs))
-	start := now
 	for _, g := range r.GPUs {
 		pr.reserved[g] = true
-		if end, ok := pr.pinEnd[g]; ok {
-			start = max(start, end)
-		}
 	}
-	r.StartS = start
-	if start <= now {
+	if r.StartS <= now {
 		// Its other holders are displaced (they may be selected elsewhere).
 		c := e.candOf(r.Type, u)
 		pr.fix(r.Type, fixedUnit{c: c, gpus: slices.Clone(r.GPUs), act: Start})
@@ -360,17 +408,44 @@ func (e *Engine) reservationRound(pr *preRound, free map[string]int) {
 }
 
 // preSelected runs after selection: the checkpoint-aware choice and its
-// notices per type, then the reservation's backfill.
+// notices per type, then the reservation's backfill, then the final fill.
 func (e *Engine) preSelected(order []string, selected map[string][]*candidate, free map[string]int) {
 	pr := e.pr
 	if e.cfg.CheckpointAware {
-		for _, t := range order {
-			e.weigh(pr, t, selected, free)
-		}
+		e.choose(pr, order, selected, free)
 	}
 	if pr.resv != nil && len(pr.blocked) > 0 {
-		e.backfillPass(pr)
+		e.backfillPass(pr, selected, free)
 	}
+	if pr.refill || len(pr.barred) > 0 {
+		e.fillIdle(order, selected, free)
+	}
+}
+
+// fillIdle is the final fill: the GPUs every pass left free (outside a
+// reservation's held-back GPUs; a migrant that stayed left its start's)
+// go to the units left, as selection would hand them out; then what is
+// still free to the barred ones (noticed last round) too.
+func (e *Engine) fillIdle(order []string, selected map[string][]*candidate, free map[string]int) {
+	idle := func() bool {
+		return slices.ContainsFunc(order, func(t string) bool { return free[t] > 0 })
+	}
+	add := func() {
+		for t, cs := range e.selectUnits(order, free) {
+			selected[t] = append(selected[t], cs...)
+		}
+	}
+	if e.pr.refill && idle() {
+		add()
+	}
+	if len(e.pr.barred) == 0 || !idle() {
+		return
+	}
+	for _, u := range e.pr.barred {
+		e.releaseUnit(u)
+		e.preTaken--
+	}
+	add()
 }
 
 // weighed is a victim or a starter in the checkpoint-aware choice.
@@ -379,34 +454,74 @@ type weighed struct {
 	gpus   []string // a victim's
 	value  float64
 	victim bool
-	in     bool // chosen
+	mig    *migrant // a migrant's entry (victim on its type, starter on the other)
+	in     bool     // chosen
 	notice bool
+	forced bool // in, whatever its value (a migrant that stays)
+	out    bool // no longer weighed here
 }
 
-// weigh is the checkpoint-aware choice on type t. Victims are the units
-// that ran on t last round, unpinned, on healthy GPUs outside a
-// reservation, that selection left out; starters the units it selected
-// on t none of whose jobs ran (admissions and resumes: keeps and
-// migrations stay as Gavel decided). A greedy by value over both, on the
-// GPUs the starters took and those left free, decides which run; then a
-// victim still stopped that has unsaved work gets a notice, and keeps its
-// GPUs this round, if dropping the lowest-valued starters makes room.
+// migrant is a running unit that selection moves to another type: a
+// victim where it ran, a starter where selection took it.
+type migrant struct {
+	u        *unit
+	from, to string
+	v, s     *weighed // its entries on from and on to (s nil: to is not weighed)
+	home     bool     // it stays on from (kept, or with a notice)
+}
+
+// choose is the checkpoint-aware choice. Per type, victims are the units
+// that ran there last round, unpinned, on healthy GPUs outside a
+// reservation, that selection left out or took on another type
+// (migrants); starters the units it selected there none of whose jobs ran
+// (admissions and resumes) and the migrants coming in. A type none of
+// whose units stops or leaves keeps Gavel's choice. On every other type
+// a greedy by value over its victims and starters, on the GPUs the
+// starters took and those left free, decides which run; then a victim
+// still out that has unsaved work gets a notice, and keeps its GPUs this
+// round, if dropping the lowest-valued starters makes room (weighType).
+//
+// A migrant that wins its place back, or gets a notice, stays where it
+// ran (Keep); its place on the new type goes to the next entries there
+// and, where none fits, to the units left (the final fill); one that
+// loses where it ran and wins on the new type moves; one that loses on
+// both stops. Types are weighed twice: first to learn which migrants
+// stay, then again with those kept (and their notices) and their starts
+// gone, the migrants that leave no longer victims.
 //
 // Values: a victim p·(1 + loss/H), loss its unsaved work (none once
-// noticed) plus its restore; a starter p·max(0.1, 1 − restore/H); p the
-// unit's priority on t, H = max(RoundS, MinRuntimeS). Ties go to the
-// victim: no move. A pair weighs its costlier job (its GPUs redo that).
-func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate, free map[string]int) {
-	var ws []*weighed
+// noticed; at most H, so the value is at most p·(2 + restore/H)) plus its
+// restore; a starter p·max(0.1, 1 − cost/H), cost its restore, and for a
+// migrant its restore plus its unsaved work (a move pays both); p the
+// unit's priority on the type, H = max(RoundS, MinRuntimeS). Ties go to
+// the victim: no move. A pair weighs its costlier job (its GPUs redo
+// that).
+func (e *Engine) choose(pr *preRound, order []string, selected map[string][]*candidate, free map[string]int) {
+	selOn := map[*unit]string{}
+	for _, t := range order {
+		for _, c := range selected[t] {
+			selOn[c.u] = t
+		}
+	}
+	ws := map[string][]*weighed{}
+	migOf := map[*unit]*migrant{}
+	var migs []*migrant
+	victimGPU := map[string]bool{} // a backend that shows two units on a GPU: the first
 	for i := range pr.s.Running {
 		a := &pr.s.Running[i]
-		if a.Type != t {
+		t := a.Type
+		u, gpus := e.runningUnit(pr, a)
+		if u == nil || pr.pinned[u] || migOf[u] != nil || pr.taken(gpus) ||
+			slices.ContainsFunc(gpus, func(g string) bool { return pr.reserved[g] || victimGPU[g] }) {
 			continue
 		}
-		u, gpus := e.runningUnit(pr, a)
-		if u == nil || pr.pinned[u] || e.unitTaken(u) || pr.taken(gpus) ||
-			slices.ContainsFunc(gpus, func(g string) bool { return pr.reserved[g] }) {
-			continue
+		to := ""
+		if e.unitTaken(u) {
+			nt, ok := selOn[u]
+			if !ok || nt == t {
+				continue // held before selection, or kept on its type
+			}
+			to = nt
 		}
 		c := e.candOf(t, u)
 		if e.fifo && c.priority <= 0 {
@@ -417,46 +532,158 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 			j := pr.jobs[id]
 			l := j.RestoreS
 			if !e.noticed[id] {
-				l += e.unsaved(pr, j)
+				// At most H: a job that never checkpoints on its own
+				// must not grow a keep bonus that never lets it stop.
+				l += min(e.unsaved(pr, j), pr.h)
 			}
 			loss = max(loss, l)
 		}
-		ws = append(ws, &weighed{c: c, gpus: gpus, value: c.priority * (1 + loss/pr.h), victim: true})
+		w := &weighed{c: c, gpus: gpus, value: c.priority * (1 + loss/pr.h), victim: true}
+		ws[t] = append(ws[t], w)
+		for _, g := range gpus {
+			victimGPU[g] = true
+		}
+		if to != "" {
+			m := &migrant{u: u, from: t, to: to, v: w}
+			w.mig = m
+			migOf[u] = m
+			migs = append(migs, m)
+		}
 	}
 	if len(ws) == 0 {
-		return // nobody stopped here: Gavel's choice stands
+		return // nobody stopped or moved: Gavel's choice stands
 	}
 	// The count, as selection's: the starters' GPUs and those left free
 	// (the victims' GPUs are among them, unless a migration took them).
-	room := free[t]
-	for _, c := range selected[t] {
-		if slices.ContainsFunc(c.u.jobs, func(id string) bool { return pr.ran[id] != nil }) {
+	room := map[string]int{}
+	for _, t := range order {
+		if ws[t] == nil {
 			continue
 		}
-		restore := 0.0
-		for _, id := range c.u.jobs {
-			restore = max(restore, pr.jobs[id].RestoreS)
-		}
-		ws = append(ws, &weighed{c: *c, value: c.priority * max(0.1, 1-restore/pr.h)})
-		room += c.u.sf
-	}
-	slices.SortStableFunc(ws, func(a, b *weighed) int {
-		switch {
-		case a.value > b.value:
-			return -1
-		case a.value < b.value:
-			return 1
-		case a.victim != b.victim:
-			if a.victim {
-				return -1
+		room[t] = free[t]
+		for _, c := range selected[t] {
+			m := migOf[c.u]
+			if m == nil && slices.ContainsFunc(c.u.jobs, func(id string) bool { return pr.ran[id] != nil }) {
+				continue // kept, or moved as Gavel decided
 			}
-			return 1
+			cost := 0.0
+			for _, id := range c.u.jobs {
+				j := pr.jobs[id]
+				v := j.RestoreS
+				if m != nil {
+					v += e.unsaved(pr, j)
+				}
+				cost = max(cost, v)
+			}
+			w := &weighed{c: *c, value: c.priority * max(0.1, 1-cost/pr.h), mig: m}
+			if m != nil {
+				m.s = w
+			}
+			ws[t] = append(ws[t], w)
+			room[t] += c.u.sf
 		}
-		return byRank(&a.c, &b.c)
-	})
+		slices.SortStableFunc(ws[t], func(a, b *weighed) int {
+			switch {
+			case a.value > b.value:
+				return -1
+			case a.value < b.value:
+				return 1
+			case a.victim != b.victim:
+				if a.victim {
+					return -1
+				}
+				return 1
+			}
+			return byRank(&a.c, &b.c)
+		})
+	}
+	left := map[string]int{}
+	pass := func() {
+		for _, t := range order {
+			if ws[t] != nil {
+				left[t] = e.weighType(pr, ws[t], room[t])
+			}
+		}
+	}
+	pass()
+	if len(migs) > 0 {
+		for _, m := range migs {
+			m.home = m.v.in
+			if m.home {
+				m.v.forced = true // with its notice, if it got one
+				if m.s != nil {
+					m.s.out = true
+				}
+			} else {
+				m.v.out = true
+			}
+		}
+		pass()
+	}
+	var dropped map[*unit]bool
+	drop := func(u *unit) {
+		if dropped == nil {
+			dropped = map[*unit]bool{}
+		}
+		dropped[u] = true
+	}
+	for _, t := range order {
+		for _, w := range ws[t] {
+			u := w.c.u
+			switch {
+			case w.out:
+			case w.victim && w.in:
+				f := fixedUnit{c: w.c, gpus: w.gpus, act: Keep}
+				if w.notice {
+					f.why = &Reason{Kind: Noticed, Priority: w.c.priority, To: t}
+					f.checkpoint = true
+					for _, id := range u.jobs {
+						pr.noticed[id] = true
+					}
+				}
+				pr.fix(t, f)
+				if m := w.mig; m != nil {
+					// It stays: its start on the new type is undone.
+					drop(u)
+					if m.s == nil {
+						free[m.to] += u.sf
+					}
+					pr.refill = true
+					continue
+				}
+				e.holdUnit(u)
+			case !w.victim && !w.in:
+				drop(u)
+				e.releaseUnit(u)
+			}
+		}
+	}
+	for t := range left {
+		free[t] = left[t]
+	}
+	if dropped != nil {
+		for _, t := range order {
+			selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return dropped[c.u] })
+		}
+	}
+}
+
+// weighType decides one type: entries forced in first, then a greedy by
+// value (ws is in value order) on room GPUs, then the notices; it returns
+// the GPUs left free.
+func (e *Engine) weighType(pr *preRound, ws []*weighed, room int) int {
+	for _, w := range ws {
+		w.in = w.forced && !w.out
+		if !w.forced {
+			w.notice = false
+		}
+		if w.in {
+			room -= w.c.u.sf
+		}
+	}
 	fill := func() {
 		for _, w := range ws {
-			if !w.in && w.c.u.sf <= room {
+			if !w.in && !w.out && w.c.u.sf <= room {
 				w.in = true
 				room -= w.c.u.sf
 			}
@@ -465,7 +692,7 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 	fill()
 	noticed := false
 	for _, w := range ws {
-		if !w.victim || w.in || !e.mayNotice(pr, w.c.u.jobs) {
+		if !w.victim || w.in || w.out || !e.mayNotice(pr, w.c.u.jobs) {
 			continue
 		}
 		need := w.c.u.sf
@@ -492,33 +719,7 @@ func (e *Engine) weigh(pr *preRound, t string, selected map[string][]*candidate,
 	if noticed {
 		fill() // what a dropped starter left, if anyone fits there
 	}
-	var dropped map[*unit]bool
-	for _, w := range ws {
-		u := w.c.u
-		switch {
-		case w.victim && w.in && !pr.taken(w.gpus):
-			f := fixedUnit{c: w.c, gpus: w.gpus, act: Keep}
-			if w.notice {
-				f.why = &Reason{Kind: Noticed, Priority: w.c.priority, To: t}
-				f.checkpoint = true
-				for _, id := range u.jobs {
-					pr.noticed[id] = true
-				}
-			}
-			pr.fix(t, f)
-			e.holdUnit(u)
-		case !w.victim && !w.in:
-			if dropped == nil {
-				dropped = map[*unit]bool{}
-			}
-			dropped[u] = true
-			e.releaseUnit(u)
-		}
-	}
-	if dropped != nil {
-		selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return dropped[c.u] })
-	}
-	free[t] = room
+	return room
 }
 
 // mayNotice reports whether the running jobs may get a notice: none was
@@ -541,10 +742,43 @@ func (e *Engine) mayNotice(pr *preRound, jobs []string) bool {
 // of them and either finish before StartS (after their restore) or may be
 // stopped by then: a job starting now is pinned for MinRuntimeS; one
 // that ran there last round is past its pin (a pinned one holds GPUs that
-// are not held back) and keeps its GPUs.
-func (e *Engine) backfillPass(pr *preRound) {
+// are not held back) and keeps its GPUs. A job selection chose on the
+// type that ran there keeps them first (rather than move within its
+// type): the GPUs it counted on outside go back to selection's free count.
+func (e *Engine) backfillPass(pr *preRound, selected map[string][]*candidate, free map[string]int) {
 	r, now := pr.resv, pr.s.TimeS
 	t, left := r.Type, len(pr.blocked)
+	inside := func(u *unit) []string {
+		a := pr.ran[u.key]
+		if u.isPair() || a == nil || len(a.Jobs) != 1 || a.Type != t {
+			return nil
+		}
+		j := pr.jobs[u.key]
+		if j == nil || j.Elastic != nil {
+			return nil
+		}
+		if g := base(j, a); len(g) == u.sf && !slices.ContainsFunc(g, func(id string) bool { return !pr.inBlock[id] }) {
+			return g
+		}
+		return nil
+	}
+	moved := false
+	for _, c := range selected[t] {
+		g := inside(c.u)
+		if g == nil || c.u.sf > left {
+			continue
+		}
+		pr.backfill = append(pr.backfill, fixedUnit{c: *c, gpus: g,
+			why: &Reason{Kind: Backfills, Until: r.StartS, Priority: c.priority, To: t}})
+		left -= c.u.sf
+		free[t] += c.u.sf
+		c.u = nil
+		moved = true
+	}
+	if moved {
+		selected[t] = slices.DeleteFunc(selected[t], func(c *candidate) bool { return c.u == nil })
+		pr.refill = true // the GPUs they leave outside
+	}
 	e.candidates(t, e.rounds, func(c *candidate) bool {
 		if left == 0 || (e.fifo && c.priority <= 0) {
 			return false
@@ -634,11 +868,11 @@ func (pr *preRound) placeFixed(cl *cluster, t string, out []Assignment) []Assign
 	return out
 }
 
-// preFinish ends the round: a reservation for the longest-waiting gang
-// when none is in force, the plan's reservation and, with
-// CheckpointAware, the notice to the units that its start displaces in
-// the round before; then the records the next round reads.
-func (e *Engine) preFinish(order []string, plan *Plan) {
+// preFinish ends the round: the reservation dropped if selection ran its
+// gang elsewhere, else the plan's reservation and, with CheckpointAware,
+// the notice to the units that its start displaces in the round before;
+// then the records the next round reads.
+func (e *Engine) preFinish(plan *Plan) {
 	pr := e.pr
 	in := map[string]bool{}
 	for _, a := range plan.Assignments {
@@ -646,13 +880,10 @@ func (e *Engine) preFinish(order []string, plan *Plan) {
 			in[id] = true
 		}
 	}
+	if e.resv != nil && in[e.resv.Job] {
+		e.resv = nil // selection ran the gang elsewhere: it no longer waits
+	}
 	if e.cfg.ReserveAfterS > 0 {
-		if e.resv != nil && in[e.resv.Job] {
-			e.resv = nil // selection ran the gang elsewhere: it no longer waits
-		}
-		if e.resv == nil {
-			e.reserve(pr, order, plan, in)
-		}
 		if r := e.resv; r != nil {
 			plan.Reservations = []Reservation{*r}
 			plan.Reservations[0].GPUs = slices.Clone(r.GPUs)
@@ -708,25 +939,25 @@ func (e *Engine) noticeHolders(pr *preRound, plan *Plan) {
 	}
 }
 
-// reserve makes a reservation for the gang that has waited longest (ties:
-// arrival order) at least ReserveAfterS and does not run this round. A
-// GPU is free at once if this round's plan leaves it idle, at its pin's
-// end if a pinned unit holds it, when the unit started on it this round
-// may be stopped (its pin) if one was, else next round. On each type the
+// reserve makes a reservation, at the round's start, for the gang that
+// has waited longest (ties: arrival order) at least ReserveAfterS and
+// does not run. A GPU is free at once if no unit ran on it last round or
+// only jobs noticed then (they stop now), at its pin's end if a pinned
+// unit holds it, else next round (its holder may be stopped then, after
+// a notice with CheckpointAware). On each type the
 // gang can use, the reservation would start when the ScaleFactor-th
 // earliest GPU is free; the type where that is earliest (ties: higher
 // throughput, then type order) is taken, with GPUs free by then on the
 // fewest servers.
-func (e *Engine) reserve(pr *preRound, order []string, plan *Plan, in map[string]bool) {
+func (e *Engine) reserve(pr *preRound, order []string) {
 	s, now := pr.s, pr.s.TimeS
 	freeAt := map[string]float64{} // absent: idle
-	for _, a := range plan.Assignments {
-		end := now + e.cfg.RoundS
-		if a.Action == Start {
-			end = now + max(e.cfg.RoundS, e.cfg.MinRuntimeS)
+	for _, a := range s.Running {
+		if !slices.ContainsFunc(a.Jobs, func(id string) bool { return pr.jobs[id] != nil && !e.noticed[id] }) {
+			continue // gone, or noticed last round: it stops now
 		}
 		for _, g := range a.GPUs {
-			freeAt[g] = end
+			freeAt[g] = now + e.cfg.RoundS
 		}
 	}
 	for g, end := range pr.pinEnd {
@@ -738,7 +969,7 @@ func (e *Engine) reserve(pr *preRound, order []string, plan *Plan, in map[string
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		sf := max(j.ScaleFactor, 1)
-		if sf <= 1 || in[j.ID] || j.Elastic.TwoRole() {
+		if sf <= 1 || pr.ran[j.ID] != nil || j.Elastic.TwoRole() {
 			continue
 		}
 		ws, ok := e.waitSince[j.ID]

@@ -264,7 +264,6 @@ func TestPinnedNeverMoved(t *testing.T) {
 			CheckpointAware: seed%2 == 0, ReserveAfterS: []float64{0, 720}[seed/2%2]}
 		e := mustNew(t, cfg)
 		var lastNoticed map[string]bool
-		var lastResv *Reservation
 		for round := range 30 {
 			if r.IntN(3) == 0 {
 				arrive()
@@ -347,25 +346,23 @@ func TestPinnedNeverMoved(t *testing.T) {
 						t.Fatalf("seed %d round %d: reservation on %s", seed, round, g)
 					}
 				}
-				if lastResv != nil && lastResv.Job == resv.Job && slices.Equal(lastResv.GPUs, resv.GPUs) {
-					// In force since last round: its GPUs run only what may.
-					for _, a := range p.Assignments {
-						if !slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(resv.GPUs, g) }) {
-							continue
+				// In force from the round that makes it (at the
+				// round's start): its GPUs run only what may.
+				for _, a := range p.Assignments {
+					if !slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(resv.GPUs, g) }) {
+						continue
+					}
+					for _, id := range a.Jobs {
+						k := intentOf(p, id).Reason.Kind
+						if k == Backfills {
+							backfilled++
 						}
-						for _, id := range a.Jobs {
-							k := intentOf(p, id).Reason.Kind
-							if k == Backfills {
-								backfilled++
-							}
-							if k != Pinned && k != Backfills && k != Noticed && k != Resized {
-								t.Fatalf("seed %d round %d: %s runs on reserved GPUs %v: %v", seed, round, id, a.GPUs, intentOf(p, id).Reason)
-							}
+						if k != Pinned && k != Backfills && k != Noticed && k != Resized {
+							t.Fatalf("seed %d round %d: %s runs on reserved GPUs %v: %v", seed, round, id, a.GPUs, intentOf(p, id).Reason)
 						}
 					}
 				}
 			}
-			lastResv = resv
 			c.apply(p)
 		}
 	}
@@ -533,6 +530,115 @@ func TestCheckpointAwareRestore(t *testing.T) {
 	}
 }
 
+// xTypeSolve gives each job the share x[job][type] of each type.
+func xTypeSolve(x map[string]map[string]float64) SolveFunc {
+	return func(name string, p *policies.Problem) (*policies.Allocation, error) {
+		var types []string
+		for t := range p.GPUTypes {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		a := &policies.Allocation{Policy: name, Types: types}
+		for _, j := range p.Jobs {
+			row := make([]float64, len(types))
+			for k, t := range types {
+				row[k] = x[j.ID][t]
+			}
+			a.JobIDs = append(a.JobIDs, j.ID)
+			a.X = append(a.X, row)
+		}
+		return a, nil
+	}
+}
+
+// TestCheckpointAwareMigrations: a unit Gavel moves from k80 to v100 is a
+// victim on k80 and a starter on v100 whose move costs its restore and its
+// unsaved work. m runs on the K80, v on the V100, w waits for the K80;
+// Gavel moves m to the V100 (stopping v) and starts w on the K80.
+//   - m with much unsaved work: worth little as a starter on the V100, much
+//     as a victim on the K80: m and v stay, w waits;
+//   - m with its work saved: it wins on the V100 and loses on the K80:
+//     it moves, as Gavel decided;
+//   - m with some unsaved work, winning on the V100 and losing on the K80:
+//     it gets the notice instead, kept on the K80 (w waits) and v with it;
+//     the next round m stops and w starts;
+//   - with a second, idle V100, the place m's stay leaves there goes to a
+//     job that waits for it.
+func TestCheckpointAwareMigrations(t *testing.T) {
+	const now = 7200
+	job := func(id string, unsaved float64) Job {
+		return Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2, "k80": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+			CheckpointS: 10, Started: unsaved >= 0, RunSinceS: now - 2000, CheckpointAtS: now - max(unsaved, 0)}
+	}
+	for _, tc := range []struct {
+		name             string
+		unsaved, restore float64
+		xv, xw           float64 // v's share of the V100, w's of the K80
+		idle             bool    // a second V100, idle, and z waiting for it
+		want             map[string]Intent
+		notice           bool
+	}{
+		{name: "stays", unsaved: 1000, restore: 30, xv: 0.4, xw: 0.35,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep}},
+		{name: "moves", unsaved: 0, restore: 30, xv: 0.4, xw: 0.35,
+			want: map[string]Intent{"m": IntentMigrate, "v": IntentSuspend, "w": IntentAdmit}},
+		{name: "noticed", unsaved: 100, xv: 0.3, xw: 0.45,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep}, notice: true},
+		{name: "refill", unsaved: 1000, restore: 30, xv: 0.4, xw: 0.35, idle: true,
+			want: map[string]Intent{"m": IntentKeep, "v": IntentKeep, "z": IntentAdmit}},
+	} {
+		gpus := []GPU{{ID: "g0", Type: "v100", Server: "s0"}, {ID: "k0", Type: "k80", Server: "s1"}}
+		m, v, w := job("m", tc.unsaved), job("v", 0), job("w", -1)
+		m.RestoreS = tc.restore
+		running := []Assignment{{Jobs: []string{"m"}, Type: "k80", GPUs: []string{"k0"}}, {Jobs: []string{"v"}, Type: "v100", GPUs: []string{"g0"}}}
+		x := map[string]map[string]float64{"m": {"v100": 0.5, "k80": 0.3}, "v": {"v100": tc.xv}, "w": {"k80": tc.xw}}
+		jobs := []Job{m, v, w}
+		if tc.idle {
+			gpus = append(gpus, GPU{ID: "g1", Type: "v100", Server: "s0"})
+			jobs = append(jobs, job("z", -1))
+			x["z"] = map[string]float64{"v100": 0.2}
+			running[1].GPUs = []string{"g0"}
+		}
+		s := &Snapshot{TimeS: now, GPUs: gpus, Jobs: jobs, Running: running}
+		p := mustRound(t, mustNew(t, Config{Policy: "test_perf", Solve: xTypeSolve(x)}), s)
+		if a := assignmentOf(p, "m"); a == nil || a.Type != "v100" {
+			t.Fatalf("%s: Gavel does not move m: %+v", tc.name, p.Assignments)
+		}
+		e := mustNew(t, Config{Policy: "test_perf", Solve: xTypeSolve(x), CheckpointAware: true})
+		p = mustRound(t, e, s)
+		checkPlan(t, s, p, 1)
+		for id, want := range tc.want {
+			if ji := intentOf(p, id); ji == nil || ji.Intent != want {
+				t.Fatalf("%s: %s: %+v, want %s", tc.name, id, ji, want)
+			}
+		}
+		if a := assignmentOf(p, "w"); a != nil && tc.want["w"] == "" {
+			t.Fatalf("%s: w runs: %+v", tc.name, p.Assignments)
+		}
+		if ji := intentOf(p, "m"); ji.Checkpoint != tc.notice || (tc.notice && ji.Reason.Kind != Noticed) ||
+			(ji.Intent == IntentKeep && !slices.Equal(ji.GPUs, []string{"k0"})) {
+			t.Fatalf("%s: m: %+v", tc.name, ji)
+		}
+		if !tc.notice {
+			continue
+		}
+		// The next round m stops, w starts in its place.
+		s2 := &Snapshot{TimeS: now + 360, GPUs: gpus, Jobs: jobs, Running: p.Assignments}
+		for i := range s2.Jobs {
+			s2.Jobs[i].Started = true
+		}
+		s2.Jobs[0].CheckpointAtS = now
+		p = mustRound(t, e, s2)
+		checkPlan(t, s2, p, 1)
+		if ji := intentOf(p, "m"); ji == nil || ji.Intent != IntentSuspend {
+			t.Fatalf("%s: round 2: m: %+v", tc.name, ji)
+		}
+		if a := assignmentOf(p, "w"); a == nil || a.Type != "k80" {
+			t.Fatalf("%s: round 2: %+v", tc.name, p.Assignments)
+		}
+	}
+}
+
 // TestNotice: a victim with more unsaved work than a checkpoint takes
 // keeps its GPUs one round with Checkpoint set (the starter waits); next
 // round its stop loses only the restore, so it stops, without a second
@@ -572,6 +678,132 @@ func TestNotice(t *testing.T) {
 	p = mustRound(t, mustNew(t, Config{Policy: "test_perf", Solve: xSolve(map[string]float64{"new": 0.9, "run": 0.1})}), c2.snapshot())
 	if ji := intentOf(p, "run"); ji == nil || ji.Intent != IntentSuspend {
 		t.Fatalf("Gavel: %+v", p.Intents)
+	}
+}
+
+// TestNoticeStops: a notice means a stop. Three never-finishing jobs
+// rotate on two GPUs (with and without a minimum runtime, in every
+// selection mode): a job noticed in round r does not run in round r+1
+// (no GPU is ever idle here), and its notice is not moved to another job
+// in its place. Then a job noticed for a starter that leaves before the
+// next round runs on: its GPU would otherwise stay idle.
+func TestNoticeStops(t *testing.T) {
+	notices := 0
+	for k, cfg := range []Config{{}, {MinRuntimeS: 720}, {GavelCompat: true}, {MinRuntimeS: 1080, GavelCompat: true}} {
+		for seed := range 8 {
+			r := rand.New(rand.NewPCG(uint64(seed), uint64(k)))
+			c := &preSim{roundS: 360, setSince: true}
+			for i := range 2 {
+				c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: "s0"})
+			}
+			x := map[string]float64{}
+			for _, id := range []string{"a", "b", "c"} {
+				c.add(Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+					CheckpointS: float64(r.IntN(60)), RestoreS: float64(r.IntN(200))})
+				x[id] = 0.2 + 0.3*r.Float64()
+				c.now += 360 * float64(r.IntN(2))
+			}
+			cfg.Policy, cfg.Solve, cfg.CheckpointAware = "test_perf", xSolve(x), true
+			e := mustNew(t, cfg)
+			last := map[string]bool{}
+			for round := range 60 {
+				p := mustRound(t, e, c.snapshot())
+				if len(p.Assignments) != 2 {
+					t.Fatalf("cfg %d seed %d round %d: %+v", k, seed, round, p.Assignments)
+				}
+				now := map[string]bool{}
+				for _, ji := range p.Intents {
+					if last[ji.Job] && ji.Intent != IntentSuspend {
+						t.Fatalf("cfg %d seed %d round %d: %s noticed last round: %+v", k, seed, round, ji.Job, ji)
+					}
+					if ji.Checkpoint {
+						now[ji.Job] = true
+						notices++
+					}
+				}
+				last = now
+				c.apply(p)
+			}
+		}
+	}
+	if notices == 0 {
+		t.Fatal("no notice")
+	}
+
+	// A notice for a starter that then leaves: the GPU would be idle.
+	c := &preSim{roundS: 360, now: 3600, setSince: true, gpus: []GPU{{ID: "g0", Type: "v100", Server: "s0"}}}
+	c.add(Job{ID: "run", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+		Started: true, CheckpointS: 60, CheckpointAtS: 3300})
+	c.add(Job{ID: "new", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	c.since = map[string]float64{"run": 3000}
+	c.running = []Assignment{{Jobs: []string{"run"}, Type: "v100", GPUs: []string{"g0"}, Action: Keep}}
+	e := mustNew(t, Config{Policy: "test_perf", Solve: xSolve(map[string]float64{"new": 0.9, "run": 0.1}), CheckpointAware: true})
+	p := mustRound(t, e, c.snapshot())
+	if ji := intentOf(p, "run"); ji == nil || !ji.Checkpoint {
+		t.Fatalf("round 1: %+v", p.Intents)
+	}
+	c.apply(p)
+	c.jobs = slices.DeleteFunc(c.jobs, func(j Job) bool { return j.ID == "new" })
+	c.pairs = nil
+	p = mustRound(t, e, c.snapshot())
+	if ji := intentOf(p, "run"); ji == nil || ji.Intent != IntentKeep || ji.Checkpoint {
+		t.Fatalf("round 2, the GPU otherwise idle: %+v", p.Intents)
+	}
+}
+
+// TestKeepBonusBounded: a job that never checkpoints on its own (its
+// CheckpointAtS moves only on a notice) has unsaved work growing without
+// limit; its keep value is capped at p·(2 + restore/H), so once the
+// waiting job's start value exceeds that it gets its notice and stops the
+// round after, every time, also once the waiting job has received more
+// than H (without the cap the running job would then never stop).
+func TestKeepBonusBounded(t *testing.T) {
+	const restore = 30
+	c := &preSim{roundS: 360, setSince: true, gpus: []GPU{{ID: "g0", Type: "v100", Server: "s0"}}}
+	for _, id := range []string{"w", "run"} {
+		c.add(Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 1e9, RemainingSteps: 1e9,
+			CheckpointS: 30, RestoreS: restore})
+	}
+	// Equal shares: the priorities' ratio is the ratio of received times
+	// (one reset, at the first round).
+	e := mustNew(t, Config{Policy: "test_perf", Solve: xSolve(map[string]float64{"w": 0.5, "run": 0.5}), CheckpointAware: true})
+	const h = 360.0
+	switches, late := 0, 0
+	due := -1 // the round the runner became due to stop
+	var runner string
+	for round := range 80 {
+		s := c.snapshot()
+		p := mustRound(t, e, s)
+		on := ""
+		if len(p.Assignments) == 1 {
+			on = p.Assignments[0].Jobs[0]
+		}
+		if on != runner {
+			if runner != "" {
+				switches++
+				if c.job(on).ReceivedS["v100"] > h {
+					late++
+				}
+			}
+			runner, due = on, -1
+		} else if runner != "" {
+			other := "w"
+			if runner == "w" {
+				other = "run"
+			}
+			rr, ro := c.job(runner).ReceivedS["v100"], c.job(other).ReceivedS["v100"]
+			// start value over keep value, the keep value at its cap.
+			if ro > 0 && (rr/ro)*(1-restore/h) > (2+restore/h)*1.01 && due < 0 {
+				due = round
+			}
+			if due >= 0 && round > due+1 {
+				t.Fatalf("round %d: %s still runs, due to stop since round %d (received %.0f against %.0f)", round, runner, due, rr, ro)
+			}
+		}
+		c.apply(p)
+	}
+	if switches < 3 || late < 2 {
+		t.Fatalf("%d switches, %d of them once the waiting job had received more than H", switches, late)
 	}
 }
 
@@ -628,12 +860,12 @@ func TestReservationGang(t *testing.T) {
 					t.Fatalf("reservation moved: %+v, was %+v", r, resv)
 				}
 				resv = &r
-				// Newcomers never run on the held-back GPUs: they would
+				// Newcomers never run on the held-back GPUs, not even in
+				// the round that makes the reservation: they would
 				// neither finish nor be stoppable by StartS.
 				for _, a := range p.Assignments {
-					if a.Action == Start && slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(r.GPUs, g) }) &&
-						s.TimeS > r.SinceS {
-						t.Fatalf("round %d: %v started on reserved GPUs %v", round, a.Jobs, a.GPUs)
+					if a.Action == Start && slices.ContainsFunc(a.GPUs, func(g string) bool { return slices.Contains(r.GPUs, g) }) {
+						t.Fatalf("round %d: %v started on reserved GPUs %v (reserved since %.0f)", round, a.Jobs, a.GPUs, r.SinceS)
 					}
 				}
 			}
@@ -731,6 +963,61 @@ func TestBackfill(t *testing.T) {
 	}
 	if r := (Reservation{Type: "v100", StartS: T + 720}).Reason(); r.Kind != Reserved || r.String() == "" {
 		t.Fatal(r)
+	}
+}
+
+// TestReservationFirstRound: the reservation is made at the round's
+// start, so the round that makes it already holds its GPUs back. A gang
+// that has just waited ReserveAfterS, four GPUs of which one is pinned for
+// two more rounds, one held past its pin and two idle; newcomers that
+// would be pinned past the reservation's start do not start on its GPUs
+// (before, one started on an idle GPU and its pin pushed the reservation
+// a full minimum runtime later), one that finishes before it backfills,
+// and the job past its pin keeps its GPU as a backfill (its notice, with
+// CheckpointAware, comes the round before the start).
+func TestReservationFirstRound(t *testing.T) {
+	const T = 7200
+	c := &preSim{roundS: 360, now: T, setSince: true, since: map[string]float64{"pin": T - 720, "old": T - 1440}}
+	for i := range 4 {
+		c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
+	}
+	one := func(id string, seconds float64) Job {
+		return Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2}, TotalSteps: 1e9, RemainingSteps: 2 * seconds,
+			CheckpointS: 30, Started: id == "pin" || id == "old"}
+	}
+	c.add(Job{ID: "gang", ScaleFactor: 4, Throughput: map[string]float64{"v100": 4}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	c.jobs[0].ArrivalS = T - 360 // waited exactly ReserveAfterS
+	c.add(one("pin", 1e6))
+	c.add(one("old", 1e6))
+	c.add(one("long", 1e6))
+	c.add(one("long2", 1e6))
+	c.add(one("short", 300))
+	c.running = []Assignment{{Jobs: []string{"pin"}, Type: "v100", GPUs: []string{"g0"}, Action: Keep},
+		{Jobs: []string{"old"}, Type: "v100", GPUs: []string{"g1"}, Action: Keep}}
+	x := xSolve(map[string]float64{"gang": 0.1, "pin": 0.2, "old": 0.2, "long": 0.3, "long2": 0.3, "short": 0.2})
+	for _, ca := range []bool{false, true} {
+		e := mustNew(t, Config{Policy: "test_perf", Solve: x, MinRuntimeS: 1440, ReserveAfterS: 360, CheckpointAware: ca})
+		s := c.snapshot()
+		p := mustRound(t, e, s)
+		checkPlan(t, s, p, 2)
+		if len(p.Reservations) != 1 || p.Reservations[0].SinceS != T || p.Reservations[0].StartS != T+720 {
+			t.Fatalf("ca=%v: %+v", ca, p.Reservations)
+		}
+		for _, a := range p.Assignments {
+			for _, id := range a.Jobs {
+				ji := intentOf(p, id)
+				if a.Action == Start && ji.Reason.Kind != Backfills {
+					t.Fatalf("ca=%v: %s starts on reserved GPUs %v: %v", ca, id, a.GPUs, ji.Reason)
+				}
+			}
+		}
+		if ji := intentOf(p, "short"); ji == nil || ji.Intent != IntentAdmit || ji.Reason.Kind != Backfills {
+			t.Fatalf("ca=%v: short: %+v", ca, ji)
+		}
+		if ji := intentOf(p, "old"); ji == nil || ji.Intent != IntentKeep || !slices.Equal(ji.GPUs, []string{"g1"}) ||
+			ji.Checkpoint || ji.Reason.Kind != Backfills {
+			t.Fatalf("ca=%v: old: %+v", ca, ji)
+		}
 	}
 }
 

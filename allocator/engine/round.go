@@ -156,7 +156,7 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	order := e.typeOrder(s.GPUs)
 	free := healthyCounts(s.GPUs)
 	if e.pre {
-		e.preBegin(s, free) // pins, a reservation's start or its GPUs held back
+		e.preBegin(s, order, free) // pins, a reservation (made now), its start or its GPUs held back
 	}
 	selected := e.selectUnits(order, free)
 	if e.pr != nil {
@@ -166,7 +166,7 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 	plan.Assignments = e.place(ps, order, selected)
 	e.elasticGrow(s, order, plan.Assignments, extras)
 	if e.pr != nil {
-		e.preFinish(order, plan) // a new reservation, notices to its holders, records
+		e.preFinish(plan) // the reservation kept or dropped, notices to its holders, records
 	}
 
 	running := map[string]bool{}
@@ -717,13 +717,14 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 		}
 		cands := selected[t]
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
-		if !e.cfg.GavelCompat {
+		if !e.cfg.GavelCompat || e.cfg.CheckpointAware {
 			// Renew every lease first, whatever its size: on a real cluster
 			// a move is a checkpoint and restart, so a kept job must not lose
 			// its GPUs to a larger newcomer that can go elsewhere. (Gavel
 			// places strictly by decreasing scale factor; GavelCompat keeps
-			// that.) Newcomers still go by decreasing scale factor onto the
-			// fewest servers among the GPUs left.
+			// that, unless CheckpointAware: a move within a type is not
+			// weighed, so none is made.) Newcomers still go by decreasing
+			// scale factor onto the fewest servers among the GPUs left.
 			var rest []*candidate
 			for _, c := range cands {
 				if a, ok := prev[c.u.key]; ok && a.Type == t && cl.allFree(a.GPUs) {

@@ -20,21 +20,24 @@ import (
 // measured better: FIFO at 9 jobs/h, TUNE's average JCT 26.0 h against
 // 29.4 h with the best fit on seed 42, better on 4 of 5 seeds;
 // docs/synergy/continuous.md.) The GPUs a job may take are those of its
-// type the plan leaves free or gives to another job choose moves, on the
-// nodes the stage knows, never failed ones.
+// type the plan leaves free (but not those it reserves for a waiting gang,
+// Plan.Reservations) or gives to another job choose moves, on the nodes
+// the stage knows, never failed ones.
 //
 // What the mechanism decided stays: the same jobs run, each on as many GPUs
 // of the same type, a job on one server stays on one server. Only jobs
 // starting this round (admitted, resumed, migrated: not kept on the GPUs
 // they held), alone on their GPUs, on one known server, not elastic, and
-// not one Learn is learning (it samples where the job runs) move; kept,
+// not one Learn is learning (it samples where the job runs) nor one whose
+// reason is the engine's own (a backfill on reserved GPUs) move; kept,
 // shared, multi-server and elastic jobs keep their GPUs and count as
 // holding what they held (kept) or their proportional share. If the choice
 // finds no server with the GPUs for a job (GPUs fragmented by earlier
 // choices), nothing moves this round.
 //
 // The moved jobs' assignments and intents get their new GPUs and server;
-// a job given back exactly the GPUs it held (same type) is kept instead.
+// a job given back exactly the GPUs it held (same type) is kept instead
+// (with the engine's own reason, if it had one).
 // It reports whether any job moved.
 func (st *Stage) choose(s *engine.Snapshot, p *engine.Plan, byID map[string]*engine.Job, held map[string]engine.Resources,
 	gpuServer map[string]string, srvByID map[string]*Server) bool {
@@ -58,12 +61,19 @@ func (st *Stage) choose(s *engine.Snapshot, p *engine.Plan, byID map[string]*eng
 	var movers []*mover
 	used := map[string]bool{}
 	movable := map[string]bool{} // GPUs of movers
+	for _, r := range p.Reservations {
+		for _, g := range r.GPUs {
+			used[g] = true // held back for a waiting gang
+		}
+	}
+	intentOf := intentsOf(p)
 	for ai := range p.Assignments {
 		a := &p.Assignments[ai]
 		for _, g := range a.GPUs {
 			used[g] = true
 		}
-		if m := st.moverOf(a, byID, gpuServer, srvByID); m != nil {
+		if m := st.moverOf(a, byID, gpuServer, srvByID); m != nil &&
+			(a.Why == nil || !engineOwn(a.Why.Kind)) && (intentOf[m.ID] == nil || !engineOwn(intentOf[m.ID].Reason.Kind)) {
 			movers = append(movers, &mover{ai: ai, j: m, n: len(a.GPUs), typ: a.Type, srv: gpuServer[a.GPUs[0]]})
 			for _, g := range a.GPUs {
 				movable[g] = true
@@ -189,7 +199,6 @@ func (st *Stage) choose(s *engine.Snapshot, p *engine.Plan, byID map[string]*eng
 			prev[s.Running[i].Jobs[0]] = &s.Running[i]
 		}
 	}
-	intentOf := intentsOf(p)
 	moved := false
 	for _, m := range movers {
 		a := &p.Assignments[m.ai]
@@ -206,7 +215,9 @@ func (st *Stage) choose(s *engine.Snapshot, p *engine.Plan, byID map[string]*eng
 			a.Action = engine.Keep
 			if ji != nil {
 				ji.Intent, ji.From = engine.IntentKeep, nil
-				ji.Reason = engine.Reason{Kind: engine.LeaseRenewed, Priority: a.Priority, To: a.Type}
+				if !engineOwn(ji.Reason.Kind) {
+					ji.Reason = engine.Reason{Kind: engine.LeaseRenewed, Priority: a.Priority, To: a.Type}
+				}
 			}
 		}
 		if ji != nil {

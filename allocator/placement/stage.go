@@ -134,6 +134,7 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 		srvByID[servers[i].ID] = &servers[i]
 	}
 	if st.Options.FirstFit && st.Mode != nil {
+		decided := slices.Clone(p.Intents)
 		grants, skipped := firstFit(st.Mode(""), s, p, servers, func(j *engine.Job, gpus int) *synergy.Profile {
 			if j == nil || j.Profile == "" {
 				return nil
@@ -141,6 +142,7 @@ func (st *Stage) Apply(s *engine.Snapshot, p *engine.Plan) error {
 			return st.profile(j, gpus, &servers[0])
 		}, st.order(s), st.Backfill)
 		engine.Annotate(s, p, nil)
+		keepDecided(p, decided)
 		st.amend(s, p, grants, held, skipped, intentsOf(p))
 		return nil
 	}
@@ -340,6 +342,43 @@ func (st *Stage) amend(s *engine.Snapshot, p *engine.Plan, grants map[string]Gra
 		p.Suspend = append(p.Suspend, ji.Job)
 	}
 	p.Intents = append(intents, stops...)
+}
+
+// keepDecided carries into intents that Annotate made anew from the
+// re-placed assignments what the decider said that the assignments do
+// not show (the cell and VC layers' merged plans carry it on intents
+// only): where a job's intent and GPUs are unchanged, its notice
+// (Checkpoint), its reason (the engine's own: minimum runtime, notice,
+// backfill; the VC layers': guaranteed work needs its GPUs) and its cell;
+// and the intent of a job that runs nowhere but waits on a reservation
+// (Reserved).
+func keepDecided(p *engine.Plan, decided []engine.JobIntent) {
+	at := make(map[string]int, len(p.Intents))
+	for i, ji := range p.Intents {
+		at[ji.Job] = i
+	}
+	for _, d := range decided {
+		i, ok := at[d.Job]
+		switch {
+		case !ok && d.Reason.Kind == engine.Reserved:
+			p.Intents = append(p.Intents, d)
+		case !ok || p.Intents[i].Intent != d.Intent || !sameSet(p.Intents[i].GPUs, d.GPUs):
+		default:
+			ji := &p.Intents[i]
+			ji.Checkpoint = ji.Checkpoint || d.Checkpoint
+			ji.Reason = d.Reason
+			if ji.Cell == "" {
+				ji.Cell = d.Cell
+			}
+		}
+	}
+}
+
+// engineOwn are the reasons only the engine knows (allocator/engine
+// preempt.go): a placement step that changes an intent keeps them where
+// they still hold.
+func engineOwn(k engine.ReasonKind) bool {
+	return k == engine.Pinned || k == engine.Noticed || k == engine.Reserved || k == engine.Backfills
 }
 
 // changed reports whether a grant differs from what was held (beyond

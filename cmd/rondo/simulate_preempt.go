@@ -27,7 +27,7 @@ type preemptFlags struct {
 
 func (p *preemptFlags) register(f *flag.FlagSet) {
 	f.Float64Var(&p.minRuntime, "min-runtime", 0, "SECONDS a started job keeps its GPUs before it may be suspended or moved (unless a GPU of it fails); its received time still counts (engine.Config.MinRuntimeS; 0: off)")
-	f.BoolVar(&p.checkpointAware, "checkpoint-aware", false, "stop the running job that loses least (work since its last checkpoint, restore cost), skip starts that cost more than they gain, and give a victim with unsaved work one round's notice to checkpoint (engine.Config.CheckpointAware)")
+	f.BoolVar(&p.checkpointAware, "checkpoint-aware", false, "stop the running job that loses least (work since its last checkpoint, restore cost), skip starts and moves between GPU types that cost more than they gain, and give a victim with unsaved work one round's notice to checkpoint (engine.Config.CheckpointAware)")
 	f.Float64Var(&p.reserveAfter, "reserve-after", 0, "SECONDS a waiting gang (scale factor > 1) waits before it gets a reservation of GPUs that smaller jobs only backfill (engine.Config.ReserveAfterS; 0: off)")
 }
 
