@@ -213,13 +213,8 @@ func (e *Engine) setHistory(h *History) error {
 		}
 	}
 	for _, hu := range h.Units {
-		var k ukey
-		switch len(hu.Jobs) {
-		case 1:
-			k = ukey{hu.Jobs[0], ""}
-		case 2:
-			k = ukey{hu.Jobs[0], hu.Jobs[1]}
-		default:
+		k, ok := keyOf(hu.Jobs)
+		if !ok {
 			return fmt.Errorf("engine: history unit of %d jobs", len(hu.Jobs))
 		}
 		u := &unit{key: UnitKey(hu.Jobs), jobs: slices.Clone(hu.Jobs), base: maps.Clone(hu.BaseS), def: maps.Clone(hu.DeficitS)}

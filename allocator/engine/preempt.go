@@ -202,13 +202,8 @@ func (e *Engine) unsaved(pr *preRound, j *Job) float64 {
 // no unit, a two-role elastic job (its sizer's), a GPU failed or no
 // longer the engine's, or a type it cannot run on.
 func (e *Engine) runningUnit(pr *preRound, a *Assignment) (*unit, []string) {
-	var k ukey
-	switch len(a.Jobs) {
-	case 1:
-		k = ukey{a.Jobs[0], ""}
-	case 2:
-		k = ukey{a.Jobs[0], a.Jobs[1]}
-	default:
+	k, ok := keyOf(a.Jobs)
+	if !ok {
 		return nil, nil
 	}
 	u := e.units[k]

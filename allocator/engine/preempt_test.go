@@ -881,14 +881,14 @@ func TestReservationGang(t *testing.T) {
 	}
 }
 
-// TestBackfill: reserved GPUs held back for a gang until a pin ends take
-// a job that finishes before the reservation starts and keep one that ran
-// there past its pin (it may be stopped at any round), not one that would
-// be pinned past the start nor one that finishes too late; with
-// CheckpointAware the holders get their notice the round before; at StartS
-// the gang starts on the reserved GPUs.
-func TestBackfill(t *testing.T) {
-	const T = 7200
+// reserveT is the time reservationCase starts at.
+const reserveT = 7200
+
+// reservationCase is the reservation tests' cluster at reserveT: 4 V100s
+// on two servers and a 4-GPU gang; one makes 1-GPU jobs that finish after
+// seconds on a V100 ("pin" started 720 s before, "old" 1,440 s before).
+func reservationCase() (*preSim, func(id string, seconds float64) Job) {
+	const T = reserveT
 	c := &preSim{roundS: 360, now: T, setSince: true, since: map[string]float64{"pin": T - 720, "old": T - 1440}}
 	for i := range 4 {
 		c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
@@ -898,6 +898,18 @@ func TestBackfill(t *testing.T) {
 			CheckpointS: 30, Started: id == "pin" || id == "old"}
 	}
 	c.add(Job{ID: "gang", ScaleFactor: 4, Throughput: map[string]float64{"v100": 4}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	return c, one
+}
+
+// TestBackfill: reserved GPUs held back for a gang until a pin ends take
+// a job that finishes before the reservation starts and keep one that ran
+// there past its pin (it may be stopped at any round), not one that would
+// be pinned past the start nor one that finishes too late; with
+// CheckpointAware the holders get their notice the round before; at StartS
+// the gang starts on the reserved GPUs.
+func TestBackfill(t *testing.T) {
+	const T = reserveT
+	c, one := reservationCase()
 	c.jobs[0].ArrivalS = 0
 	c.add(one("pin", 1e6))
 	c.add(one("old", 1e6))
@@ -976,16 +988,8 @@ func TestBackfill(t *testing.T) {
 // and the job past its pin keeps its GPU as a backfill (its notice, with
 // CheckpointAware, comes the round before the start).
 func TestReservationFirstRound(t *testing.T) {
-	const T = 7200
-	c := &preSim{roundS: 360, now: T, setSince: true, since: map[string]float64{"pin": T - 720, "old": T - 1440}}
-	for i := range 4 {
-		c.gpus = append(c.gpus, GPU{ID: fmt.Sprint("g", i), Type: "v100", Server: fmt.Sprint("s", i/2)})
-	}
-	one := func(id string, seconds float64) Job {
-		return Job{ID: id, ScaleFactor: 1, Throughput: map[string]float64{"v100": 2}, TotalSteps: 1e9, RemainingSteps: 2 * seconds,
-			CheckpointS: 30, Started: id == "pin" || id == "old"}
-	}
-	c.add(Job{ID: "gang", ScaleFactor: 4, Throughput: map[string]float64{"v100": 4}, TotalSteps: 1e9, RemainingSteps: 1e9})
+	const T = reserveT
+	c, one := reservationCase()
 	c.jobs[0].ArrivalS = T - 360 // waited exactly ReserveAfterS
 	c.add(one("pin", 1e6))
 	c.add(one("old", 1e6))

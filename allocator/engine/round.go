@@ -44,6 +44,18 @@ type unit struct {
 
 func (u *unit) isPair() bool { return u.ja != nil }
 
+// keyOf is the key of the unit of jobs (one job, or a pair in its order);
+// ok is false for any other count.
+func keyOf(jobs []string) (k ukey, ok bool) {
+	switch len(jobs) {
+	case 1:
+		return ukey{jobs[0], ""}, true
+	case 2:
+		return ukey{jobs[0], jobs[1]}, true
+	}
+	return k, false
+}
+
 // deficit is u.def[t]; bi is t's index in e.resetTypes (-1: absent). A
 // unit updated at the last reset is read from its dense copy.
 func (e *Engine) deficit(u *unit, t string, bi int) float64 {
