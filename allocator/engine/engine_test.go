@@ -16,16 +16,9 @@ func isolatedSolve(name string, p *policies.Problem) (*policies.Allocation, erro
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var types []string
-	for t := range p.GPUTypes {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	a := &policies.Allocation{Policy: name, Types: types}
 	n := float64(len(p.Jobs))
-	for _, j := range p.Jobs {
+	a := jobRows(name, p, func(j *policies.Job, types []string, row []float64) {
 		sf := float64(max(j.ScaleFactor, 1))
-		row := make([]float64, len(types))
 		sum := 0.0
 		for k, t := range types {
 			if j.Throughput[t] > 0 {
@@ -38,14 +31,30 @@ func isolatedSolve(name string, p *policies.Problem) (*policies.Allocation, erro
 				row[k] /= sum
 			}
 		}
-		a.JobIDs = append(a.JobIDs, j.ID)
-		a.X = append(a.X, row)
-	}
+	})
 	for _, pr := range p.Pairs {
 		a.PairJobs = append(a.PairJobs, pr.Jobs)
-		a.PairX = append(a.PairX, make([]float64, len(types)))
+		a.PairX = append(a.PairX, make([]float64, len(a.Types)))
 	}
 	return a, nil
+}
+
+// jobRows is the test solvers' frame: the problem's types in name order,
+// one row per job that fill writes.
+func jobRows(name string, p *policies.Problem, fill func(j *policies.Job, types []string, row []float64)) *policies.Allocation {
+	var types []string
+	for t := range p.GPUTypes {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	a := &policies.Allocation{Policy: name, Types: types}
+	for i := range p.Jobs {
+		row := make([]float64, len(types))
+		fill(&p.Jobs[i], types, row)
+		a.JobIDs = append(a.JobIDs, p.Jobs[i].ID)
+		a.X = append(a.X, row)
+	}
+	return a
 }
 
 func randomSnapshot(r *rand.Rand, perServer int) *Snapshot {
@@ -531,14 +540,7 @@ func TestLeaseKeptAgainstLargerNewcomer(t *testing.T) {
 
 // bestTypeSolve gives every job its whole time on its fastest type.
 func bestTypeSolve(name string, p *policies.Problem) (*policies.Allocation, error) {
-	var types []string
-	for t := range p.GPUTypes {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	a := &policies.Allocation{Policy: name, Types: types}
-	for _, j := range p.Jobs {
-		row := make([]float64, len(types))
+	return jobRows(name, p, func(j *policies.Job, types []string, row []float64) {
 		best := 0
 		for k, t := range types {
 			if j.Throughput[t] > j.Throughput[types[best]] {
@@ -546,10 +548,7 @@ func bestTypeSolve(name string, p *policies.Problem) (*policies.Allocation, erro
 			}
 		}
 		row[best] = 1
-		a.JobIDs = append(a.JobIDs, j.ID)
-		a.X = append(a.X, row)
-	}
-	return a, nil
+	}), nil
 }
 
 // TestLeftoverAfterShares: a job whose share is on a type filled after

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -155,23 +154,13 @@ func (c *preSim) add(j Job) {
 // xSolve gives each job the share x[job] of every type it runs on.
 func xSolve(x map[string]float64) SolveFunc {
 	return func(name string, p *policies.Problem) (*policies.Allocation, error) {
-		var types []string
-		for t := range p.GPUTypes {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		a := &policies.Allocation{Policy: name, Types: types}
-		for _, j := range p.Jobs {
-			row := make([]float64, len(types))
+		return jobRows(name, p, func(j *policies.Job, types []string, row []float64) {
 			for k, t := range types {
 				if j.Throughput[t] > 0 {
 					row[k] = x[j.ID]
 				}
 			}
-			a.JobIDs = append(a.JobIDs, j.ID)
-			a.X = append(a.X, row)
-		}
-		return a, nil
+		}), nil
 	}
 }
 
@@ -533,21 +522,11 @@ func TestCheckpointAwareRestore(t *testing.T) {
 // xTypeSolve gives each job the share x[job][type] of each type.
 func xTypeSolve(x map[string]map[string]float64) SolveFunc {
 	return func(name string, p *policies.Problem) (*policies.Allocation, error) {
-		var types []string
-		for t := range p.GPUTypes {
-			types = append(types, t)
-		}
-		sort.Strings(types)
-		a := &policies.Allocation{Policy: name, Types: types}
-		for _, j := range p.Jobs {
-			row := make([]float64, len(types))
+		return jobRows(name, p, func(j *policies.Job, types []string, row []float64) {
 			for k, t := range types {
 				row[k] = x[j.ID][t]
 			}
-			a.JobIDs = append(a.JobIDs, j.ID)
-			a.X = append(a.X, row)
-		}
-		return a, nil
+		}), nil
 	}
 }
 
