@@ -123,6 +123,22 @@ type VC struct {
 	Users      []engine.UserShare `json:"users,omitempty"`
 	Trades     []fairshare.Trade  `json:"trades,omitempty"`
 	Migrations int                `json:"migrations,omitempty"`
+	// The last round's view of the VC, per GPU type: Quota the GPUs it is
+	// guaranteed (its share, or its cells' GPUs), Used the GPUs its jobs
+	// hold, Borrowed those beyond its quota (opportunistic or idle GPUs of
+	// others), Lent its quota's GPUs other VCs' jobs hold.
+	Quota    map[string]int `json:"quota,omitempty"`
+	Used     map[string]int `json:"used,omitempty"`
+	Borrowed map[string]int `json:"borrowed,omitempty"`
+	Lent     map[string]int `json:"lent,omitempty"`
+	// EntitledGPUS is the GPU time the policy's allocations gave its jobs
+	// (sum over rounds of X × GPUs × round length) since the agent
+	// started, ReceivedGPUS the GPU time they ran; Running and Pending
+	// count its jobs now.
+	EntitledGPUS float64 `json:"entitled_gpu_s"`
+	ReceivedGPUS float64 `json:"received_gpu_s"`
+	Running      int     `json:"running"`
+	Pending      int     `json:"pending"`
 }
 
 // TypeUsage counts one GPU type's GPUs.
@@ -199,6 +215,25 @@ type JobStatus struct {
 	// restore_s, else its measured start latency; absent when unknown.
 	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
 	RestoreS     float64    `json:"restore_s,omitempty"`
+	// Namespace is the job's Nomad namespace (when the backend has one).
+	Namespace string `json:"namespace,omitempty"`
+	// A job that does not run: Pending is why (the round's own reason,
+	// engine.Plan.Waiting, or the backend's rejection), PendingKind its
+	// key (PendingKinds: the metric's reason label), QueuePosition its
+	// place in its VC's queue (1: next) and Priority its round priority.
+	// State is "rejected" (Rondo will not schedule it as submitted) or
+	// "unschedulable" (larger than its VC can ever hold) for such jobs.
+	Pending       string  `json:"pending_reason,omitempty"`
+	PendingKind   string  `json:"pending_kind,omitempty"`
+	QueuePosition int     `json:"queue_position,omitempty"`
+	Priority      float64 `json:"priority,omitempty"`
+	// WaitS is how long it has waited: since its arrival when it never
+	// ran, else since it last stopped (0 while running).
+	WaitS float64 `json:"wait_s,omitempty"`
+	// History is the job's rounds that changed something (admits,
+	// suspensions, migrations, resizes, notices) with their reasons,
+	// oldest first; only GET /v1/jobs/{id} fills it.
+	History []RoundEvent `json:"history,omitempty"`
 }
 
 // Status is what GET /v1/status returns.
@@ -224,6 +259,15 @@ type Status struct {
 	// (reserve_after; engine.Plan.Reservations): idle or backfilled until
 	// the gang starts on them.
 	Reservations []engine.Reservation `json:"reservations,omitempty"`
+	// Leader is true when this agent holds the leader lock (or runs
+	// without one); a standby names the leader's status address in
+	// LeaderAddr when it knows it.
+	Leader     bool   `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	// Version is the agent's build.
+	Version string `json:"version,omitempty"`
+	// Nodes are the cluster's nodes with their GPUs and the jobs on them.
+	Nodes []NodeStatus `json:"nodes,omitempty"`
 }
 
 // Agent runs rounds.

@@ -80,6 +80,11 @@ type Reason struct {
 	// Until is an absolute time: a minimum runtime's end (Pinned), a
 	// reservation's start (Reserved, Backfills).
 	Until float64
+	// Waiting reasons: Need a gang's GPUs, Free the largest free (or, for
+	// Unschedulable, holdable) set, Than the job ahead and its priority.
+	Need, Free   int
+	Than         string
+	ThanPriority float64
 }
 
 // ReasonKind is the kind of a Reason.
@@ -112,6 +117,18 @@ const (
 	// Backfills: the job runs on reserved GPUs, finishing (or stoppable)
 	// before the reservation starts at Until.
 	Backfills
+	// The waiting reasons (Plan.Waiting, waiting.go). OverQuota: the job's
+	// VC uses all of its share of every type the job can run on.
+	OverQuota
+	// WaitsForGang: Need GPUs on one server (or cell) are not free; the
+	// largest free set of a type it can use has Free.
+	WaitsForGang
+	// LowerPriority: jobs of higher round priority hold the GPUs it could
+	// use; Than is the lowest-priority of them, ThanPriority its priority.
+	LowerPriority
+	// Unschedulable: a gang of Need GPUs is larger than its VC can ever
+	// hold (Free: the largest gang it can).
+	Unschedulable
 )
 
 func (r Reason) String() string {

@@ -236,6 +236,31 @@ type Snapshot struct {
 	// Nodes are the machines the GPUs' servers name, when the backend has
 	// nodes (the simulator's servers need none).
 	Nodes []Node `json:"nodes,omitempty"`
+	// Rejected are jobs the backend will not hand to the round (bad rondo
+	// meta, a VC the config does not declare): status only, the round
+	// never reads them.
+	Rejected []Rejection `json:"rejected,omitempty"`
+}
+
+// Rejection is a job Rondo will not schedule as submitted, and why: the
+// bad key and value, the unknown VC.
+type Rejection struct {
+	Job       string `json:"job"`
+	Namespace string `json:"namespace,omitempty"`
+	VC        string `json:"vc,omitempty"`
+	User      string `json:"user,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+// Waiting is why an active job the plan does not run waits (waiting.go):
+// the round's own reason, the job's place in its VC's queue (1: the next to
+// run) and its round priority (the best over the GPU types it can use).
+type Waiting struct {
+	Job      string  `json:"job"`
+	VC       string  `json:"vc,omitempty"`
+	Reason   Reason  `json:"reason"`
+	Position int     `json:"position"`
+	Priority float64 `json:"priority"`
 }
 
 // Plan is the engine's decision for one round.
@@ -258,6 +283,9 @@ type Plan struct {
 	// Reservations are the GPUs held for waiting gangs (Config.ReserveAfterS,
 	// preempt.go): status, and what the backends leave idle or backfill.
 	Reservations []Reservation `json:"reservations,omitempty"`
+	// Waiting says, for each active job the plan neither runs nor stops,
+	// why it waits (Explain, waiting.go). Status only: backends ignore it.
+	Waiting []Waiting `json:"waiting,omitempty"`
 }
 
 // Reservation is a set of GPUs held for one waiting job: it starts on them
