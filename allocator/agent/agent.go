@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/loop"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
+	"github.com/rondo-sched/rondo/allocator/webui"
 	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
@@ -322,6 +324,9 @@ type Agent struct {
 	// its backend's credit marks (the round's own).
 	begin time.Time
 	marks map[string]state.Credit
+
+	// timeline: the last rounds' samples (timeline.go; under mu).
+	timeline timeline
 }
 
 // New makes an agent.
@@ -851,6 +856,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	a.status.LastRound = now
 	a.status.Types = types
 	a.status.Jobs = jobs
+	a.sample(s, p, round, now)
 }
 
 // recordUsers puts the user-level mechanisms' shares on their VCs' status
@@ -956,8 +962,10 @@ func (a *Agent) Status() Status {
 	return s
 }
 
-// Handler serves GET /v1/status as JSON, and GET /metrics (Prometheus) when
-// Telemetry is configured.
+// Handler serves GET /v1/status and GET /v1/timeline (?since=ROUND: the
+// rounds after it) as JSON, the web status page under /ui/
+// (allocator/webui), and GET /metrics (Prometheus) when Telemetry is
+// configured.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if a.cfg.Telemetry != nil {
@@ -968,6 +976,27 @@ func (a *Agent) Handler() http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		enc.Encode(a.Status())
+	})
+	mux.HandleFunc("GET /v1/timeline", func(w http.ResponseWriter, r *http.Request) {
+		since := 0
+		if v := r.URL.Query().Get("since"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				http.Error(w, "since: not a round number: "+v, http.StatusBadRequest)
+				return
+			}
+			since = n
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(a.Timeline(since))
+	})
+	mux.Handle("GET /ui/", webui.Handler())
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
+		u := "/ui/"
+		if r.URL.RawQuery != "" {
+			u += "?" + r.URL.RawQuery // keeps ?token=
+		}
+		http.Redirect(w, r, u, http.StatusMovedPermanently)
 	})
 	return mux
 }
