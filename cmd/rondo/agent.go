@@ -105,7 +105,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
-		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs, Quota: cellQuotaGPUs(cfg, v)}
 		for _, q := range v.Quota {
 			if vc.Cells == nil {
 				vc.Cells = map[string]int{}
@@ -523,4 +523,53 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 	}
 	nc.HttpClient = hc
 	return nil
+}
+
+// cellQuotaGPUs is a cell VC's quota in GPUs per type, from the config's
+// cell types (a cell type's GPUs: its leaf's type, Count times its
+// child's); nil for a VC without cells, or when a quota names a cell type
+// the config does not declare (cells derived at run time): the status then
+// shows the VC's cells only.
+func cellQuotaGPUs(cfg *rhcl.Config, v rhcl.VC) map[string]int {
+	if len(v.Quota) == 0 {
+		return nil
+	}
+	types := make(map[string]rhcl.CellType, len(cfg.CellTypes))
+	for _, t := range cfg.CellTypes {
+		types[t.Name] = t
+	}
+	var gpusOf func(name string, depth int) map[string]int
+	gpusOf = func(name string, depth int) map[string]int {
+		t, ok := types[name]
+		if !ok || depth > len(types) {
+			return nil
+		}
+		if t.GPUType != "" {
+			return map[string]int{t.GPUType: 1}
+		}
+		child := gpusOf(t.Child, depth+1)
+		if child == nil {
+			return nil
+		}
+		out := make(map[string]int, len(child))
+		for g, n := range child {
+			out[g] = n * t.Count
+		}
+		return out
+	}
+	quota := map[string]int{}
+	for _, q := range v.Quota {
+		name := q.CellType
+		if i := strings.LastIndex(name, "/"); i >= 0 {
+			name = name[i+1:] // "chain/type"
+		}
+		g := gpusOf(name, 0)
+		if g == nil {
+			return nil
+		}
+		for t, n := range g {
+			quota[t] += n * q.Count
+		}
+	}
+	return quota
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
+	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
@@ -85,9 +86,30 @@ func TestStatusGandivaFairUsers(t *testing.T) {
 		t.Fatalf("status: %d %s", code, errOut)
 	}
 	for _, want := range []string{"Users of VC lab", "migrations 2", "alice  200", "4.00 -> 1.50", "2.00 -> 3.00",
-		"Trade: alice buys 1.00 v100 from bob at 2.50 k80 each", "huge refused: gang of 16 GPUs", "refused"} {
+		"Trade: alice buys 1.00 v100 from bob at 2.50 k80 each", "gang of 16 GPUs larger than any generation", "refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A cell VC's quota in GPUs per type, from the config's cell types; a
+// quota-only VC has none (its share is its quota).
+func TestCellQuotaGPUs(t *testing.T) {
+	cfg, diags := rhcl.LoadPath("testdata/cluster.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	for i, want := range []int{8, 8} {
+		if got := cellQuotaGPUs(cfg, cfg.VCs[i]); len(got) != 1 || got["v100"] != want {
+			t.Errorf("vc %s: %v, want v100 %d", cfg.VCs[i].Name, got, want)
+		}
+	}
+	cfg.VCs[0].Quota[0].CellType = "derived-at-run-time"
+	if got := cellQuotaGPUs(cfg, cfg.VCs[0]); got != nil {
+		t.Errorf("unknown cell type: %v", got)
+	}
+	if got := cellQuotaGPUs(cfg, rhcl.VC{Name: "q", GPUs: map[string]int{"v100": 2}}); got != nil {
+		t.Errorf("quota-only VC: %v", got)
 	}
 }
