@@ -970,8 +970,8 @@ func (a *Agent) Status() Status {
 
 // Handler serves GET /v1/status and GET /v1/timeline (?since=ROUND: the
 // rounds after it) as JSON, the web status page under /ui/
-// (allocator/webui), and GET /metrics (Prometheus) when Telemetry is
-// configured.
+// (allocator/webui; withPage), and GET /metrics (Prometheus) when
+// Telemetry is configured.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if a.cfg.Telemetry != nil {
@@ -996,14 +996,26 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.Timeline(since))
 	})
+	return withPage(mux)
+}
+
+// withPage serves the web status page's files under /ui/ (and redirects
+// /ui there, keeping ?token=) in front of the API h. The files are the
+// same for everyone and hold no cluster data, so they need no token, as
+// Nomad's own UI: the page sends its token (?token=, kept in the browser)
+// with each API request, which is where a token check belongs (wrap h,
+// not this), and asks for one on a 401 or 403.
+func withPage(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
 	mux.Handle("GET /ui/", webui.Handler())
 	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) {
 		u := "/ui/"
 		if r.URL.RawQuery != "" {
 			u += "?" + r.URL.RawQuery // keeps ?token=
 		}
-		http.Redirect(w, r, u, http.StatusMovedPermanently)
+		http.Redirect(w, r, u, http.StatusFound)
 	})
+	mux.Handle("/", h)
 	return mux
 }
 
