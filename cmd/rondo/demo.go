@@ -159,12 +159,13 @@ func (c *demoCmd) Run(args []string) int {
 	fmt.Fprintf(c.stdout, `
 ==> Rondo is scheduling. Watch it with:
       rondo status -addr http://%s
+      Rondo's page: http://%s/ui/
       NOMAD_ADDR=%s nomad job status
       Nomad UI: %s/ui/jobs
     Checkpoints: %s
     Press Ctrl-C to stop.
 
-`, c.addr, cl.Address, cl.Address, ckpt)
+`, c.addr, c.addr, cl.Address, cl.Address, ckpt)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
