@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 
-.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments
+.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
 
 all: build
 
@@ -53,6 +53,14 @@ dl2-experiments: deps
 # minute).
 preemption-experiments: deps
 	RONDO_PREEMPTION_EXPERIMENTS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestPreemptionExperiments$$' ./cmd/rondo/
+
+# Screenshots of the web status page for the README (docs/figures/ui-*.png):
+# TestWebUIOnNomad with RONDO_SCREENSHOTS set runs a few short jobs to their
+# end, lets the plots fill and saves the overview, the job table, the VCs
+# and a job's timeline from headless Chromium; about 3 minutes. Not part of
+# `make test`.
+screenshots: deps nomad
+	RONDO_SCREENSHOTS=$(CURDIR)/docs/figures NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -timeout 20m -v -run '^TestWebUIOnNomad$$' ./e2e/
 
 vet:
 	$(GO) vet ./...

@@ -136,6 +136,7 @@
   }
 
   function reasonOf(j) {
+    if (j.state === 'done') return '';
     return j.pending_reason || j.refused || j.reason || '';
   }
 
@@ -272,7 +273,11 @@
     const lr = when(status.last_round), nr = when(status.next_round);
     if (lr) parts.push('last round ' + clock(lr));
     if (nr) parts.push('next ' + clock(nr));
-    if (status.leader === false) parts.push(status.leader_addr ? 'standby (leader: ' + status.leader_addr + ')' : 'standby');
+    // leader is reported with the version (an agent too old to say
+    // leaves both out: no claim either way).
+    if (status.leader === false && (status.version || status.leader_addr)) {
+      parts.push(status.leader_addr ? 'standby (leader: ' + status.leader_addr + ')' : 'standby');
+    }
     if (status.durable) parts.push('state in Nomad Variables');
     if (status.version) parts.push('rondo ' + status.version);
     if (status.last_error) parts.push('last error: ' + status.last_error);
@@ -642,7 +647,7 @@
     if (j.refused) row('refused', j.refused);
     if (j.queue_position) row('queue position', '#' + j.queue_position + (j.priority ? ' (priority ' + j.priority.toPrecision(4) + ')' : ''));
     if (j.wait_s) row('waiting for', dur(j.wait_s));
-    if (j.intent) row('last decision', j.intent + (j.reason ? ': ' + j.reason : ''));
+    if (j.intent) row('last decision', j.intent + (j.reason ? ' — ' + j.reason : ''));
     row('rounds with GPUs', j.rounds);
     if (j.x) row('allocation (X)', Object.keys(j.x).sort().map(function (k) { return k + ' ' + j.x[k].toFixed(2); }).join(', '));
     if (j.received_s) row('received', Object.keys(j.received_s).sort().map(function (k) { return k + ' ' + dur(j.received_s[k]); }).join(', '));
