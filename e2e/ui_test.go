@@ -44,8 +44,9 @@ vc "prod" {
 // ?token= (it keeps the token and sends it as X-Nomad-Token).
 //
 // RONDO_SCREENSHOTS=DIR (make screenshots) also runs short jobs to their
-// end (the average JCT), lets the plots fill for a while and saves
-// ui-overview.png, ui-jobs.png, ui-vcs.png and ui-job.png there.
+// end (the average JCT) and adds a gang its VC can never hold, saves
+// ui-jobs.png and ui-job.png in DIR, then removes research's jobs (its
+// GPUs fall idle) and saves ui-overview.png and ui-vcs.png 30 s later.
 func TestWebUIOnNomad(t *testing.T) {
 	br := newBrowser(t) // before the cluster: no Chromium fails at once
 	shots := os.Getenv("RONDO_SCREENSHOTS")
@@ -87,6 +88,10 @@ func TestWebUIOnNomad(t *testing.T) {
 		for _, id := range []string{"short-a", "short-b", "short-c"} {
 			submit(id, "research", 500) // prod's FIFO would never run them
 		}
+		// A gang of 2 in a VC of one GPU per type: its reason in the table.
+		spec := strings.Replace(s.jobHCL("gang", "ResNet-18 (batch size 64)", 1000000000, 1), "count = 1", "count = 2", 1)
+		s.submitSpec("gang", strings.Replace(spec, `"rondo.steps"`, `"rondo.user"  = "carol"
+    "rondo.steps"`, 1))
 		s.waitFor(240*time.Second, "the short jobs done", func() (bool, error) {
 			by := statusJobs(s.status(a))
 			return by["short-a"].State == "done" && by["short-b"].State == "done" && by["short-c"].State == "done", nil
@@ -169,12 +174,21 @@ func TestWebUIOnNomad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sh := range []struct {
-			name, frag string
-			h          int
-		}{{"overview", "", 1250}, {"jobs", "#jobs", 560}, {"vcs", "#vcs", 560}, {"job", "#job=" + suspended, 760}} {
-			br.screenshot(base+sh.frag, filepath.Join(dir, "ui-"+sh.name+".png"), 1280, sh.h, 6*time.Second)
+		shot := func(name, frag string, h int) {
+			br.screenshot(base+frag, filepath.Join(dir, "ui-"+name+".png"), 1280, h, 6*time.Second)
 		}
+		shot("jobs", "#jobs", 580)
+		shot("job", "#job="+suspended, 760)
+		// research's jobs leave: its GPUs idle (its gang can never run,
+		// prod is at its share), the plots show the drop.
+		for _, id := range []string{"r0", "r1", "r2"} {
+			if _, _, err := s.c.API.Jobs().Deregister(id, true, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(30 * time.Second)
+		shot("overview", "", 1250)
+		shot("vcs", "#vcs", 560)
 		t.Logf("screenshots in %s", dir)
 	}
 }

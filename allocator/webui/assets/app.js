@@ -367,6 +367,15 @@
       box.appendChild(h('div', { class: 'node' + (n.ready ? '' : ' down'), 'data-node': n.name || n.id },
         h('div', { class: 'node-name' }, n.name || n.id, n.ready ? '' : ' (down)'), h('div', { class: 'gpus' }, gpus)));
     });
+    // The colours: the VCs of the jobs on the GPUs, idle, unhealthy.
+    const legend = clear($('nodes-legend'));
+    const shown = uniq([].concat.apply([], nodes.map(function (n) {
+      return (n.gpus || []).map(function (g) { return g.healthy && g.jobs && g.jobs.length ? vcOf[g.jobs[0]] || g.jobs[0] : ''; });
+    })));
+    shown.map(function (v) { return [v, colorOf(v)]; }).concat([['idle', '#e4e7ec'], ['unhealthy', '#c0392b']]).forEach(function (p) {
+      legend.appendChild(h('span', { class: 'item' }, h('span', { class: 'swatch', 'data-color': p[1] }), p[0]));
+    });
+    paintSwatches(legend);
   }
 
   // ----- the job table -----
@@ -684,11 +693,15 @@
     const end = j.state === 'done' ? evs[evs.length - 1].t + 1000 : Math.max(Date.now(), evs[evs.length - 1].t + 1000);
     const x = function (t) { return L + (W - L - R) * (t - t0) / Math.max(end - t0, 1); };
     svg.appendChild(s('rect', { x: L, y: 22, width: W - L - R, height: 16, class: 'bar-bg' }));
+    // A start runs the job, a stop or a wait leaves it without GPUs; any
+    // other event (a notice) keeps what it was.
+    let running = false;
     evs.forEach(function (ev, i) {
       const next = i + 1 < evs.length ? evs[i + 1].t : end;
-      const running = !!RUNS[ev.e.intent];
+      if (RUNS[ev.e.intent]) running = true;
+      else if (STOPS[ev.e.intent] || ev.e.intent === 'wait') running = false;
       svg.appendChild(s('rect', { x: x(ev.t).toFixed(1), y: 22, width: Math.max(0.5, x(next) - x(ev.t)).toFixed(1), height: 16,
-        fill: running ? '#2f9e5a' : STOPS[ev.e.intent] ? '#d0632f' : '#c9a227', 'data-intent': ev.e.intent },
+        fill: running ? '#2f9e5a' : '#d0632f', 'data-intent': ev.e.intent },
         s('title', { text: 'round ' + ev.e.round + ': ' + ev.e.intent + (ev.e.reason ? ' — ' + ev.e.reason : '') })));
     });
     let lastLabel = -1e9;
@@ -702,7 +715,7 @@
       }
     });
     const legend = fig.querySelector('.legend');
-    [['runs', '#2f9e5a'], ['stopped', '#d0632f']].forEach(function (p) {
+    [['runs', '#2f9e5a'], ['without GPUs (suspended, waiting)', '#d0632f']].forEach(function (p) {
       legend.appendChild(h('span', { class: 'item' }, h('span', { class: 'swatch', 'data-color': p[1] }), p[0]));
     });
     paintSwatches(legend);
