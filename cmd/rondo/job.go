@@ -219,12 +219,15 @@ func etaIn(t *time.Time) string {
 	return "in " + seconds(d.Seconds())
 }
 
-// seconds prints a span of seconds as 45s, 3m20s, 2h5m ("-" for none).
+// seconds prints a span of seconds as 45s, 3m20s, 2h5m, 3d4h ("-" for none).
 func seconds(s float64) string {
 	if s <= 0 {
 		return "-"
 	}
 	d := time.Duration(s * float64(time.Second))
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
 	if d >= time.Hour {
 		d = d.Round(time.Minute)
 	} else {
