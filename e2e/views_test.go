@@ -16,8 +16,8 @@ import (
 )
 
 // viewsConfig: the demo cluster's cells (one 4-GPU node per type), in
-// three VCs: research holds the V100 node (FIFO), prod the K80 node, idle
-// the P100 node.
+// three VCs: research holds the V100 node, prod the K80 node, idle the
+// P100 node.
 const viewsConfig = `round_seconds = 3
 cell_type "v100" {
   gpu_type = "v100"
@@ -54,7 +54,7 @@ cell "k80-node" "k80-0" {
 }
 vc "research" {
   quota  = { "v100-node" = 1 }
-  policy = "fifo_perf"
+  policy = "max_min_fairness_perf"
 }
 vc "prod" {
   quota  = { "k80-node" = 1 }
@@ -77,32 +77,51 @@ func (s *stack) viewJobHCL(id, vc string, gpus int, opp bool) string {
 	return strings.Replace(spec, "count = 1", "count = "+strconv.Itoa(gpus), 1)
 }
 
+// viewsGangConfig: the whole demo cluster in one VC (no cells, no
+// quota), started jobs kept at least 10 minutes.
+const viewsGangConfig = `round_seconds = 3
+min_runtime   = "10m"
+vc "research" {
+  policy = "max_min_fairness_perf"
+}
+`
+
+// rondoRun runs the rondo binary against agent a (RONDO_ADDR, NOMAD_TOKEN).
+func (s *stack) rondoRun(a *agentProc, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(s.bin, "rondo"), args...)
+	cmd.Env = append(cluster.WithoutEnv(cluster.WithoutEnv(os.Environ(), "RONDO_ADDR"), "NOMAD_TOKEN"),
+		"RONDO_ADDR=http://"+a.addr, "NOMAD_TOKEN="+s.c.ManagementToken)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// rondoCLI is rondoRun for commands that must succeed: it returns the
+// output; a failure fails the test.
+func (s *stack) rondoCLI(a *agentProc) func(args ...string) string {
+	return func(args ...string) string {
+		s.t.Helper()
+		out, err := s.rondoRun(a, args...)
+		if err != nil {
+			s.t.Fatalf("rondo %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+}
+
 // TestViewsOnNomad: the CLI views answer their questions against a real
-// agent on the demo cluster (3 nodes of 4 GPUs, V100, P100, K80). research
-// (FIFO, the V100 node) runs a 1-GPU job, so its 4-GPU gang cannot fit on
-// one node: `rondo job status gang` says it waits for the gang and
-// `rondo job list -state pending` lists it. prod fills its K80 node with a
-// 4-GPU job and runs an opportunistic job beyond it: `rondo vc status`
-// shows prod borrowing one GPU and the VC whose cell it runs in lending
-// it. `rondo node status` lists every GPU with the jobs on it. -json, -t
-// and -watch-count work against the real agent.
+// agent on the demo cluster (3 nodes of 4 GPUs: V100, P100, K80), the
+// rondo binary built once. Borrowing (three cell VCs, one node each):
+// prod fills its K80 node with a 4-GPU job and runs an opportunistic job
+// beyond it: `rondo vc status` shows prod borrowing that GPU and the VC
+// whose cell it runs in lending it; `rondo node status` lists every GPU
+// with the jobs on it. Gang (one VC over the whole cluster, started jobs
+// kept 10 minutes): three 3-GPU jobs hold one node each, so a 2-GPU gang
+// cannot fit on one node: `rondo job status gang` says it waits for the
+// gang and `rondo job list -state pending` lists it. -json, -t and
+// -watch-count work against the real agent.
 func TestViewsOnNomad(t *testing.T) {
 	s := startStackWith(t, cluster.DefaultClients(), viewsConfig)
 	c := s.c.API
-	s.submitSpec("first", s.viewJobHCL("first", "research", 1, false))
-	s.submitSpec("big", s.viewJobHCL("big", "prod", 4, false))
-	a := s.startAgent("3s")
-	rondo := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(s.bin, "rondo"), args...)
-		cmd.Env = append(cluster.WithoutEnv(cluster.WithoutEnv(os.Environ(), "RONDO_ADDR"), "NOMAD_TOKEN"),
-			"RONDO_ADDR=http://"+a.addr, "NOMAD_TOKEN="+s.c.ManagementToken)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("rondo %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
 	running := func(ids ...string) bool {
 		for _, id := range ids {
 			if l := liveAllocs(c, id); len(l) != 1 || l[0].ClientStatus != "running" {
@@ -111,36 +130,15 @@ func TestViewsOnNomad(t *testing.T) {
 		}
 		return true
 	}
+
+	// Borrowing and lending.
+	s.submitSpec("first", s.viewJobHCL("first", "research", 1, false))
+	s.submitSpec("big", s.viewJobHCL("big", "prod", 4, false))
+	a := s.startAgent("3s")
+	rondo := s.rondoCLI(a)
 	s.waitFor(60*time.Second, "first and big running", func() (bool, error) { return running("first", "big"), nil })
-	s.submitSpec("gang", s.viewJobHCL("gang", "research", 4, false))
 	s.submitSpec("borrow", s.viewJobHCL("borrow", "prod", 1, true))
 	s.waitFor(60*time.Second, "the opportunistic job running", func() (bool, error) { return running("borrow"), nil })
-
-	// The gang: why it waits, in job status and job list.
-	pending := regexp.MustCompile(`(?m)^Pending:\s+(.*)$`)
-	var why string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		if m := pending.FindStringSubmatch(rondo("job", "status", "gang")); m != nil {
-			if why = m[1]; strings.Contains(strings.ToLower(why), "gang") {
-				break
-			}
-		}
-	}
-	t.Logf("rondo job status gang: Pending: %s", why)
-	if !strings.Contains(strings.ToLower(why), "gang") || !strings.Contains(why, "4") {
-		t.Errorf("rondo job status gang: pending reason %q, want the gang's (4 GPUs on one server)", why)
-	}
-	if out := rondo("job", "status", "gang"); !strings.Contains(out, "State:      queued") || strings.Contains(out, "unknown to the agent") {
-		t.Errorf("rondo job status gang:\n%s", out)
-	}
-	list := rondo("job", "list", "-vc", "research", "-state", "pending")
-	if !strings.Contains(list, "gang") || strings.Contains(list, "first") || strings.Contains(list, "big") {
-		t.Errorf("rondo job list -vc research -state pending:\n%s", list)
-	}
-	t.Logf("rondo job list:\n%s", rondo("job", "list"))
-
-	// prod borrows the GPU its opportunistic job holds beyond its K80
-	// node; the VC whose cell it runs in lends it.
 	var borrowType string
 	for _, j := range jobsVia(t, rondo) {
 		if j.ID == "borrow" {
@@ -183,7 +181,6 @@ func TestViewsOnNomad(t *testing.T) {
 	if got := rondo("vc", "status", "prod", "-t", `{{.name}} running {{.running}} borrowed {{json .borrowed}}`); got != `prod running 2 borrowed {"`+borrowType+`":1}` {
 		t.Errorf("rondo vc status prod -t: %q", got)
 	}
-
 	// Every GPU, with the jobs on it.
 	out = rondo("node", "status")
 	t.Logf("rondo node status:\n%s", out)
@@ -202,19 +199,58 @@ func TestViewsOnNomad(t *testing.T) {
 			on[f[6]]++
 		}
 	}
-	if gpus != 12 || on["first"] != 1 || on["big"] != 4 || on["borrow"] != 1 || on["gang"] != 0 {
+	if gpus != 12 || on["first"] != 1 || on["big"] != 4 || on["borrow"] != 1 {
 		t.Errorf("rondo node status: %d GPUs, jobs on them %v; want 12, first 1, big 4, borrow 1", gpus, on)
 	}
 	var node agent.NodeStatus
 	if err := json.Unmarshal([]byte(rondo("node", "status", "-json", "k80-0")), &node); err != nil {
 		t.Fatal(err)
 	}
-	if node.Pool != "rondo" || len(node.GPUs) != 4 || node.GPUs[0].Jobs[0] != "big" {
+	if node.Pool != "rondo" || len(node.GPUs) != 4 || len(node.GPUs[0].Jobs) != 1 || node.GPUs[0].Jobs[0] != "big" {
 		t.Errorf("rondo node status -json k80-0: %+v", node)
 	}
 	// Two renders, a round apart.
 	if out := rondo("status", "-watch-count", "2"); strings.Count(out, "Cluster:") != 2 {
 		t.Errorf("rondo status -watch-count 2:\n%s", out)
+	}
+	a.stop()
+	s.reset()
+
+	// A gang that cannot fit on one node.
+	if err := os.WriteFile(s.cfgPath, []byte(viewsGangConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"fill-0", "fill-1", "fill-2"} {
+		s.submitSpec(id, s.viewJobHCL(id, "research", 3, false))
+	}
+	a = s.startAgent("3s", "-state-path", "rondo/views-gang")
+	rondo = s.rondoCLI(a)
+	s.waitFor(60*time.Second, "three 3-GPU jobs running", func() (bool, error) { return running("fill-0", "fill-1", "fill-2"), nil })
+	s.submitSpec("gang", s.viewJobHCL("gang", "research", 2, false))
+	pending := regexp.MustCompile(`(?m)^Pending:\s+(.*)$`)
+	var why string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		out, _ := s.rondoRun(a, "job", "status", "gang") // unknown until a round saw it
+		if m := pending.FindStringSubmatch(out); m != nil {
+			if why = m[1]; strings.Contains(strings.ToLower(why), "gang") {
+				break
+			}
+		}
+	}
+	t.Logf("rondo job status gang: Pending: %s", why)
+	if !strings.Contains(strings.ToLower(why), "gang of 2") {
+		t.Errorf("rondo job status gang: pending reason %q, want the gang's (2 GPUs on one server)", why)
+	}
+	if out := rondo("job", "status", "gang"); !strings.Contains(out, "State:      queued") {
+		t.Errorf("rondo job status gang:\n%s", out)
+	}
+	list := rondo("job", "list", "-state", "pending")
+	t.Logf("rondo job list -state pending:\n%s", list)
+	if !strings.Contains(list, "gang") || strings.Contains(list, "fill-") {
+		t.Errorf("rondo job list -state pending lists the wrong jobs")
+	}
+	if running("gang") {
+		t.Errorf("the gang runs: the 3-GPU jobs were not kept")
 	}
 }
 
