@@ -595,7 +595,7 @@ func (c *simulateCmd) runVCSim() int {
 		Cluster:     sim.Cluster{GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, PreemptionCostS: c.preempt, Costs: c.costs, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Explain: c.explain,
 	}
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
