@@ -241,8 +241,10 @@ func TestViewsOnNomad(t *testing.T) {
 	if !strings.Contains(strings.ToLower(why), "gang of 2") {
 		t.Errorf("rondo job status gang: pending reason %q, want the gang's (2 GPUs on one server)", why)
 	}
-	if out := rondo("job", "status", "gang"); !strings.Contains(out, "State:      queued") {
-		t.Errorf("rondo job status gang:\n%s", out)
+	out = rondo("job", "status", "gang")
+	t.Logf("rondo job status gang:\n%s", out)
+	if !strings.Contains(out, "State:      queued") || !regexp.MustCompile(`(?m)^\d+\s+\S+ \S+\s+wait\s.*gang of 2`).MatchString(out) {
+		t.Errorf("rondo job status gang: not queued, or no wait event with the gang's reason in its history")
 	}
 	list := rondo("job", "list", "-state", "pending")
 	t.Logf("rondo job list -state pending:\n%s", list)
