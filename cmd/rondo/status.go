@@ -20,16 +20,16 @@ func init() {
 
 func newStatusCmd() *view {
 	v := newView("status", "Show the running agent's rounds, GPU usage and jobs", "[options]", byVC|byUser|byState, 0, 0)
-	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		s.Jobs = o.jobs(s.Jobs)
 		if o.vc != "" {
 			s.VCs = slices.DeleteFunc(s.VCs, func(v agent.VC) bool { return v.Name != o.vc })
 		}
-		return s, s.RoundSeconds, nil
+		return s, s, nil
 	}
 	v.text = func(w io.Writer, d any) { printStatus(w, d.(*agent.Status)) }
 	return v
