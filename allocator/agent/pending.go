@@ -145,10 +145,10 @@ func (a *Agent) forgetTracks(listed map[string]bool) {
 	}
 }
 
-// rejectUndeclared moves the guaranteed jobs whose VC the config does not
-// declare from s.Jobs to s.Rejected (only when VCs are declared): no
-// round would ever schedule them. Opportunistic jobs run on what the VCs
-// leave whatever VC they name, and stay.
+// rejectUndeclared moves the jobs whose VC the config does not declare
+// from s.Jobs to s.Rejected (only when VCs are declared): no round would
+// schedule a guaranteed one, and an opportunistic one naming an unknown VC
+// is as surely a mistake (`rondo simulate --vc-config` refuses both).
 func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	a.mu.Lock()
 	var names []string
@@ -159,7 +159,7 @@ func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	if len(names) == 0 {
 		return
 	}
-	bad := func(j *engine.Job) bool { return j.Class != engine.Opportunistic && !slices.Contains(names, j.VC) }
+	bad := func(j *engine.Job) bool { return !slices.Contains(names, j.VC) }
 	if !slices.ContainsFunc(s.Jobs, func(j engine.Job) bool { return bad(&j) }) {
 		return
 	}

@@ -240,8 +240,8 @@ func TestJobEndpoint(t *testing.T) {
 }
 
 // rejectingBackend: one GPU; a job of a declared VC, one of an undeclared
-// VC, an opportunistic one of an undeclared VC, and one the backend
-// rejects itself.
+// VC, an opportunistic one of an undeclared VC (rejected too), and one the
+// backend rejects itself.
 type rejectingBackend struct{ fakeBackend }
 
 func (f *rejectingBackend) Observe() (*engine.Snapshot, error) {
@@ -286,8 +286,11 @@ func TestRejected(t *testing.T) {
 	if bad.State != "rejected" || bad.Namespace != "team" || !strings.Contains(bad.Pending, `rondo.steps = "abc"`) {
 		t.Errorf("bad: %+v", bad)
 	}
-	if o := js["opp"]; o.State == "rejected" {
-		t.Errorf("an opportunistic job is rejected: %+v", o)
+	if o := js["opp"]; o.State != "rejected" {
+		t.Errorf("an opportunistic job of an undeclared VC: %+v", o)
+	}
+	if ok := js["ok"]; ok.State == "rejected" {
+		t.Errorf("a job of a declared VC: %+v", ok)
 	}
 	fb.mu.Lock()
 	for _, p := range fb.plans {
@@ -313,7 +316,7 @@ func TestRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range a2.Status().Jobs {
-		if j.State == "rejected" && j.ID != "bad" {
+		if j.State == "rejected" && j.ID != "bad" || j.ID == "lost" && j.PendingKind == "rejected" {
 			t.Errorf("rejected without declared VCs: %+v", j)
 		}
 	}

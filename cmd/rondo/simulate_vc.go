@@ -702,7 +702,8 @@ func (c *simulateCmd) runVCSim() int {
 			return nil
 		}
 		if !known[j.VC] {
-			return fmt.Errorf("vc: %q is not a VC of %s", j.VC, c.vc.config)
+			// The agent's words for it (a rejected job, allocator/agent).
+			return fmt.Errorf("vc: VC %q is not declared in %s (declared: %s)", j.VC, c.vc.config, strings.Join(names, ", "))
 		}
 		if !j.Opportunistic && !fitsCapacity(capacity[j.VC], j, tb) {
 			return fmt.Errorf("vc: a %d-GPU %s job fits no GPU type of vc %q", j.ScaleFactor, j.Model, j.VC)
