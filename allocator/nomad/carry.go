@@ -1,6 +1,7 @@
 package nomad
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/hashicorp/nomad/api"
@@ -34,11 +35,14 @@ var rondoEnv = []string{CheckpointEnv, LeaseAddrEnv, EnvPartner, EnvPartnerModel
 // added, and a CPU and memory grant in force. The update then changes only
 // what the user changed, in place or by a restart on the same GPUs, and
 // never starts a second set of allocations or a suspended job. It reports
-// false (and leaves upd alone) when old is not admitted.
-func CarryPlacement(old, upd *api.Job) bool {
-	if !Admitted(old) || upd == nil {
-		return false
+// false (and leaves upd alone) when old is not admitted or upd opts out
+// (no rondo.vc). Notes say what of the user's version Rondo's overrides: a
+// GPU request of another size (resizing takes a stop and a new run).
+func CarryPlacement(old, upd *api.Job) (bool, []string) {
+	if !Admitted(old) || upd == nil || upd.Meta[hcl.MetaVC] == "" {
+		return false, nil
 	}
+	notes := resizeNotes(old, upd)
 	upd.NodePool, upd.Priority = old.NodePool, old.Priority
 	for _, k := range rondoMeta {
 		if v, ok := old.Meta[k]; ok {
@@ -84,7 +88,35 @@ func CarryPlacement(old, upd *api.Job) bool {
 			carryTask(ot, nt, granted)
 		}
 	}
-	return true
+	return true, notes
+}
+
+// resizeNotes compares the size the user's version asks with the admitted
+// job's: an elastic job's GPUs per worker (Rondo never rewrites them), a
+// fixed job's GPUs in all (rondo.gpus: Rondo reshapes its count and
+// devices when it places it).
+func resizeNotes(old, upd *api.Job) []string {
+	otg, odev := gpuGroup(old)
+	ntg, ndev := gpuGroup(upd)
+	if ntg == nil || ndev == nil || deref(otg.Name) != deref(ntg.Name) {
+		return nil
+	}
+	pol, err := hcl.PolicyFromMeta(upd.Meta)
+	if err != nil {
+		return nil
+	}
+	if pol, _ = ScalingBounds(deref(upd.ID), pol, ntg); pol.Elastic() {
+		if o, n := max(deref(odev.Count), 1), max(deref(ndev.Count), 1); o != n {
+			return []string{fmt.Sprintf("group %q: the file asks %d GPUs per worker, the admitted job runs %d: Rondo's is kept; to resize, stop the job and run it again",
+				deref(ntg.Name), n, o)}
+		}
+		return nil
+	}
+	if want, was := max(deref(ntg.Count), 1)*int(max(deref(ndev.Count), 1)), scaleFactor(old); want != was {
+		return []string{fmt.Sprintf("group %q: the file asks %d GPUs in all, the admitted job was sized at %d: Rondo's count and GPUs are kept; to resize, stop the job and run it again",
+			deref(ntg.Name), want, was)}
+	}
+	return nil
 }
 
 func groupTask(tg *api.TaskGroup, name string) *api.Task {

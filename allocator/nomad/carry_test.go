@@ -1,9 +1,9 @@
 package nomad
 
 import (
+	"strings"
 	"testing"
 
-	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/hcl"
 )
@@ -26,11 +26,11 @@ func TestCarryPlacement(t *testing.T) {
 	upd := gpuJob(2, 1)
 	upd.Meta = map[string]string{hcl.MetaVC: "a", hcl.MetaSteps: "5000"}
 	upd.TaskGroups[0].Tasks[0].Env = map[string]string{"LR": "0.1"}
-	if CarryPlacement(gpuJob(2, 1), upd) {
+	if ok, _ := CarryPlacement(gpuJob(2, 1), upd); ok {
 		t.Fatal("carried from a job Rondo did not admit")
 	}
-	if !CarryPlacement(old, upd) {
-		t.Fatal("admitted job not recognised")
+	if ok, notes := CarryPlacement(old, upd); !ok || len(notes) != 0 {
+		t.Fatalf("admitted job: carried %v, notes %q", ok, notes)
 	}
 	tg := upd.TaskGroups[0]
 	if *tg.Count != 0 || deref(upd.NodePool) != "rondo" || deref(upd.Priority) != GuaranteedPriority {
@@ -58,5 +58,33 @@ func TestCarryPlacement(t *testing.T) {
 	if kernel != 1 {
 		t.Fatalf("user constraints %+v", tg.Constraints)
 	}
-	_ = api.Job{}
+	// Opting out (no rondo.vc): nothing carried.
+	out := gpuJob(2, 1)
+	if ok, _ := CarryPlacement(old, out); ok || out.NodePool != nil {
+		t.Fatal("carried into a job that opted out")
+	}
+	// More GPUs in all: noted, Rondo's kept.
+	more := gpuJob(2, 2)
+	more.Meta = map[string]string{hcl.MetaVC: "a"}
+	if _, notes := CarryPlacement(old, more); len(notes) != 1 || !strings.Contains(notes[0], `group "train": the file asks 4 GPUs in all, the admitted job was sized at 2`) ||
+		*more.TaskGroups[0].Count != 0 || *more.TaskGroups[0].Tasks[0].Resources.Devices[0].Count != 2 {
+		t.Fatalf("resize: notes %q", notes)
+	}
+	// An elastic job: its GPUs per worker.
+	el := gpuJob(1, 1)
+	el.Meta = map[string]string{hcl.MetaVC: "a", hcl.MetaElastic: "1:3"}
+	if err := PinElastic(el, "train", engine.Assignment{GPUs: []string{"g1", "g2"}, Servers: []string{"n1"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	el.NodePool = &pool
+	wide := gpuJob(1, 2)
+	wide.Meta = map[string]string{hcl.MetaVC: "a", hcl.MetaElastic: "1:3"}
+	if _, notes := CarryPlacement(el, wide); len(notes) != 1 || !strings.Contains(notes[0], "asks 2 GPUs per worker, the admitted job runs 1") || *wide.TaskGroups[0].Count != 2 {
+		t.Fatalf("elastic resize: notes %q", notes)
+	}
+	same := gpuJob(1, 1)
+	same.Meta = map[string]string{hcl.MetaVC: "a", hcl.MetaElastic: "1:4"}
+	if _, notes := CarryPlacement(el, same); len(notes) != 0 || *same.TaskGroups[0].Count != 2 {
+		t.Fatalf("elastic, new max: notes %q", notes)
+	}
 }

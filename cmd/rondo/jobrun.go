@@ -108,7 +108,12 @@ func (c *jobRun) Run(args []string) int {
 	}
 	kept := false
 	if old, _, err := client.Jobs().Info(*job.ID, nil); err == nil {
-		if kept = nomadb.CarryPlacement(old, job); kept && !enforce {
+		var notes []string
+		kept, notes = nomadb.CarryPlacement(old, job)
+		for _, n := range notes {
+			fmt.Fprintln(c.stderr, "warning:", n)
+		}
+		if kept && !enforce {
 			// A round that changes the job between this read and the
 			// register fails the register instead of being undone.
 			enforce, index = true, deref(old.JobModifyIndex)
