@@ -770,7 +770,7 @@ func testRotationKill(s *stack) {
 	}
 	t.Logf("%d resumptions from checkpoints", resumed)
 	metrics := s.get(ag2, "/metrics")
-	for _, want := range []string{"rondo_round_duration_ms", `rondo_decisions{kind="`, `rondo_gpu_utilization{type="v100"}`} {
+	for _, want := range []string{"rondo_round_duration_seconds_bucket", `rondo_decisions_total{kind="`, `rondo_gpu_utilization{type="v100"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, tail(metrics, 3000))
 		}
