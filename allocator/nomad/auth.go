@@ -54,7 +54,7 @@ func (a *Authorizer) Authorize(ctx context.Context, token string) error {
 		return ans.err
 	}
 	a.mu.Unlock()
-	err, final := a.ask(ctx, token)
+	final, err := a.ask(ctx, token)
 	if final {
 		a.mu.Lock()
 		if a.cache == nil {
@@ -72,34 +72,34 @@ func (a *Authorizer) Authorize(ctx context.Context, token string) error {
 }
 
 // ask asks Nomad about token; final is false when Nomad gave no answer.
-func (a *Authorizer) ask(ctx context.Context, token string) (err error, final bool) {
+func (a *Authorizer) ask(ctx context.Context, token string) (final bool, err error) {
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	if token == "" {
 		// Is there anything to check? Ask with the agent's own token.
 		_, _, err := a.Client.ACLTokens().Self(q)
 		if aclDisabled(err) {
-			return nil, true
+			return true, nil
 		}
 		if err != nil && !answered(err) {
-			return err, false
+			return false, err
 		}
-		return &agent.AuthError{Code: http.StatusUnauthorized,
-			Msg: "a Nomad ACL token is required (X-Nomad-Token, Authorization: Bearer, or ?token=)"}, true
+		return true, &agent.AuthError{Code: http.StatusUnauthorized,
+			Msg: "a Nomad ACL token is required (X-Nomad-Token, Authorization: Bearer, or ?token=)"}
 	}
 	q.AuthToken = token
 	tok, _, err := a.Client.ACLTokens().Self(q)
 	switch {
 	case err == nil && tok != nil && (tok.ExpirationTime == nil || tok.ExpirationTime.After(time.Now())):
-		return nil, true
+		return true, nil
 	case err == nil || aclDisabled(err):
 		if err != nil {
-			return nil, true
+			return true, nil
 		}
-		return &agent.AuthError{Code: http.StatusForbidden, Msg: "the Nomad ACL token has expired"}, true
+		return true, &agent.AuthError{Code: http.StatusForbidden, Msg: "the Nomad ACL token has expired"}
 	case answered(err):
-		return &agent.AuthError{Code: http.StatusForbidden, Msg: "Nomad does not accept the token: " + err.Error()}, true
+		return true, &agent.AuthError{Code: http.StatusForbidden, Msg: "Nomad does not accept the token: " + err.Error()}
 	}
-	return err, false
+	return false, err
 }
 
 func aclDisabled(err error) bool {
