@@ -29,7 +29,14 @@ func (*jobCmd) Run([]string) int { return cli.RunResultHelp }
 // fetchStatus reads the agent's status API.
 func fetchStatus(addr string) (*agent.Status, error) {
 	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(strings.TrimSuffix(addr, "/") + "/v1/status")
+	req, err := http.NewRequest("GET", strings.TrimSuffix(addr, "/")+"/v1/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	if tok := statusToken(); tok != "" {
+		req.Header.Set("X-Nomad-Token", tok)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,14 +20,28 @@ func init() {
 
 type statusCmd struct {
 	base
-	addr string
-	json bool
+	addr  string
+	json  bool
+	token string
+}
+
+// tokenFlag is -token of the command that runs (status): the Nomad ACL
+// token sent to the agent's status API; NOMAD_TOKEN when unset.
+var tokenFlag string
+
+// statusToken is the token fetchStatus sends.
+func statusToken() string {
+	if tokenFlag != "" {
+		return tokenFlag
+	}
+	return os.Getenv("NOMAD_TOKEN")
 }
 
 func newStatusCmd() *statusCmd {
 	c := &statusCmd{base: newBase("status", "Show the running agent's rounds, GPU usage and jobs", "[-addr URL] [-json]")}
 	c.flags.StringVar(&c.addr, "addr", "http://127.0.0.1:4700", "the agent's status API")
 	c.flags.BoolVar(&c.json, "json", false, "print the raw JSON")
+	c.flags.StringVar(&tokenFlag, "token", "", "Nomad ACL token for the status API (default NOMAD_TOKEN)")
 	return c
 }
 
@@ -45,6 +60,7 @@ func (c *statusCmd) Run(args []string) int {
 		return 0
 	}
 	fmt.Fprintf(c.stdout, "Cluster:    %s\nPolicy:     %s\nRound:      %d (every %gs)\n", s.Cluster, s.Policy, s.Round, s.RoundSeconds)
+	fmt.Fprintf(c.stdout, "Leader:     %s\n", leaderLine(s))
 	if !s.NextRound.IsZero() {
 		fmt.Fprintf(c.stdout, "Next round: %s (in %s)\n", s.NextRound.Format(time.TimeOnly), time.Until(s.NextRound).Round(time.Second))
 	}
@@ -72,6 +88,17 @@ func (c *statusCmd) Run(args []string) int {
 	fmt.Fprintln(c.stdout)
 	printJobs(c.stdout, s.Jobs)
 	return 0
+}
+
+// leaderLine is "yes" for the leader, else "standby; leader at ADDR".
+func leaderLine(s *agent.Status) string {
+	switch {
+	case s.Leader:
+		return "yes"
+	case s.LeaderAddr != "":
+		return "standby; leader at " + s.LeaderAddr
+	}
+	return "standby; leader unknown"
 }
 
 // printUsers prints each gandiva_fair VC's users (tickets, GPUs per type
