@@ -196,7 +196,9 @@ func (s *stack) startAgent(round string, extra ...string) *agentProc {
 // get fetches a path from the agent's HTTP API.
 func (s *stack) get(a *agentProc, path string) string {
 	s.t.Helper()
-	resp, err := http.Get("http://" + a.addr + path)
+	req, _ := http.NewRequest("GET", "http://"+a.addr+path, nil)
+	req.Header.Set("X-Nomad-Token", s.token) // the status API checks tokens against Nomad's ACLs
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -212,7 +214,14 @@ func (s *stack) status(a *agentProc) agent.Status {
 	s.t.Helper()
 	var st agent.Status
 	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + a.addr + "/v1/status")
+		req, _ := http.NewRequest("GET", "http://"+a.addr+"/v1/status", nil)
+		req.Header.Set("X-Nomad-Token", s.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			s.t.Fatalf("status: %s: %s", resp.Status, b)
+		}
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
@@ -773,7 +782,7 @@ func testRotationKill(s *stack) {
 	}
 	t.Logf("%d resumptions from checkpoints", resumed)
 	metrics := s.get(ag2, "/metrics")
-	for _, want := range []string{"rondo_round_duration_ms", `rondo_decisions{kind="`, `rondo_gpu_utilization{type="v100"}`} {
+	for _, want := range []string{"rondo_round_duration_seconds_bucket", `rondo_decisions_total{kind="`, `rondo_gpu_utilization{type="v100"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, tail(metrics, 3000))
 		}

@@ -76,7 +76,7 @@ func (a *Agent) pendingRound(s *engine.Snapshot, p *engine.Plan, round int, now 
 // none; a waiting job the round's reason (w), its place and priority, how
 // long it has waited, and a history event when it starts waiting or its
 // reason's kind changes. refused is a user-level mechanism's reason for
-// never running it ("" : none).
+// never running it ("" : none): it is the job's reason, unschedulable.
 func (a *Agent) pending(js *JobStatus, j *engine.Job, s *engine.Snapshot, w *engine.Waiting, refused string,
 	running bool, round int, now time.Time) {
 	t := a.track(j.ID)
@@ -102,14 +102,14 @@ func (a *Agent) pending(js *JobStatus, j *engine.Job, s *engine.Snapshot, w *eng
 	js.WaitS = max(js.WaitS, 0)
 	var kind string
 	switch {
+	case refused != "": // the mechanism's own word for it
+		js.Pending, kind, js.State = refused, "unschedulable", "unschedulable"
 	case w != nil:
 		js.Pending, kind = w.Reason.String(), w.Reason.WaitKey()
 		js.QueuePosition, js.Priority = w.Position, w.Priority
 		if w.Reason.Kind == engine.Unschedulable {
 			js.State = "unschedulable"
 		}
-	case refused != "":
-		js.Pending, kind, js.State = refused, "unschedulable", "unschedulable"
 	}
 	js.PendingKind = kind
 	if kind != "" && kind != t.kind {
