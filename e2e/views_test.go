@@ -118,7 +118,8 @@ func (s *stack) rondoCLI(a *agentProc) func(args ...string) string {
 // kept 10 minutes): three 3-GPU jobs hold one node each, so a 2-GPU gang
 // cannot fit on one node: `rondo job status gang` says it waits for the
 // gang and `rondo job list -state pending` lists it. -json, -t and
-// -watch-count work against the real agent.
+// -watch-count work against the real agent, which refuses a token Nomad
+// does not know.
 func TestViewsOnNomad(t *testing.T) {
 	s := startStackWith(t, cluster.DefaultClients(), viewsConfig)
 	c := s.c.API
@@ -208,6 +209,11 @@ func TestViewsOnNomad(t *testing.T) {
 	}
 	if node.Pool != "rondo" || len(node.GPUs) != 4 || len(node.GPUs[0].Jobs) != 1 || node.GPUs[0].Jobs[0] != "big" {
 		t.Errorf("rondo node status -json k80-0: %+v", node)
+	}
+	// The agent checks the token the CLI sends (NOMAD_TOKEN above).
+	if out, err := s.rondoRun(a, "vc", "status", "-token", "00000000-0000-0000-0000-000000000000"); err == nil ||
+		!strings.Contains(out, "403") || !strings.Contains(out, "-token or NOMAD_TOKEN") {
+		t.Errorf("rondo vc status with a token Nomad does not know: %v\n%s", err, out)
 	}
 	// Two renders, a round apart.
 	if out := rondo("status", "-watch-count", "2"); strings.Count(out, "Cluster:") != 2 {
