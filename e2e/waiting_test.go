@@ -129,7 +129,9 @@ vc "research" {
 	if one.State != "running" || len(one.History) == 0 || one.History[0].Intent != "admit" {
 		t.Errorf("/v1/jobs/one-a: %+v", one)
 	}
-	resp, err := http.Get(fmt.Sprintf("http://%s/v1/jobs/nope", a.addr))
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/v1/jobs/nope", a.addr), nil)
+	req.Header.Set("X-Nomad-Token", s.token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,8 @@ func (a *Agent) forgetTracks(listed map[string]bool) {
 // rejectUndeclared moves the jobs whose VC the config does not declare
 // from s.Jobs to s.Rejected (only when VCs are declared): no round would
 // schedule a guaranteed one, and an opportunistic one naming an unknown VC
-// is as surely a mistake (`rondo simulate --vc-config` refuses both).
+// is as surely a mistake (`rondo simulate --vc-config` refuses both). A job
+// that holds GPUs now (s.Running) is left to the round until it stops.
 func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	a.mu.Lock()
 	var names []string
@@ -159,7 +160,16 @@ func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	if len(names) == 0 {
 		return
 	}
-	bad := func(j *engine.Job) bool { return !slices.Contains(names, j.VC) }
+	// A job that holds GPUs stays in the round until it stops (a reload
+	// that drops its VC): the VC deciders suspend it, and no decider
+	// places another job on GPUs it still holds.
+	holds := map[string]bool{}
+	for _, r := range s.Running {
+		for _, id := range r.Jobs {
+			holds[id] = true
+		}
+	}
+	bad := func(j *engine.Job) bool { return !slices.Contains(names, j.VC) && !holds[j.ID] }
 	if !slices.ContainsFunc(s.Jobs, func(j engine.Job) bool { return bad(&j) }) {
 		return
 	}
