@@ -2,6 +2,10 @@
 GO      ?= go
 BIN     := $(CURDIR)/bin
 GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
+# The build's version (internal/version): git describe where git and the
+# repository are there, else "dev".
+VERSION ?= $(shell git describe --always --dirty --tags 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/rondo-sched/rondo/internal/version.Version=$(VERSION)
 
 .PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
 
@@ -11,9 +15,9 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	$(GO) build -o $(BIN)/rondo ./cmd/rondo
-	$(GO) build -o $(BIN)/nomad-device-rondo ./cmd/nomad-device-rondo
-	$(GO) build -o $(BIN)/rondo-trainer ./cmd/rondo-trainer
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rondo ./cmd/rondo
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-rondo ./cmd/nomad-device-rondo
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rondo-trainer ./cmd/rondo-trainer
 
 # The main job: a local Nomad cluster with fake GPUs, the agent, jobs/.
 run: build nomad

@@ -160,7 +160,9 @@ type agentProc struct {
 	addr string
 }
 
-func (s *stack) startAgent(round string) *agentProc {
+// startAgent starts `rondo agent` with the stack's config, round length
+// round and any extra flags.
+func (s *stack) startAgent(round string, extra ...string) *agentProc {
 	s.t.Helper()
 	ports, err := cluster.FreePorts(1)
 	if err != nil {
@@ -175,6 +177,7 @@ func (s *stack) startAgent(round string) *agentProc {
 	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), "agent", "-config", s.cfgPath, "-round", round,
 		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug",
 		"-lease-addr", s.leaseAddr, "-leader-ttl", "10s")
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
@@ -193,7 +196,9 @@ func (s *stack) startAgent(round string) *agentProc {
 // get fetches a path from the agent's HTTP API.
 func (s *stack) get(a *agentProc, path string) string {
 	s.t.Helper()
-	resp, err := http.Get("http://" + a.addr + path)
+	req, _ := http.NewRequest("GET", "http://"+a.addr+path, nil)
+	req.Header.Set("X-Nomad-Token", s.token) // the status API checks tokens against Nomad's ACLs
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -209,7 +214,14 @@ func (s *stack) status(a *agentProc) agent.Status {
 	s.t.Helper()
 	var st agent.Status
 	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + a.addr + "/v1/status")
+		req, _ := http.NewRequest("GET", "http://"+a.addr+"/v1/status", nil)
+		req.Header.Set("X-Nomad-Token", s.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			s.t.Fatalf("status: %s: %s", resp.Status, b)
+		}
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
@@ -770,7 +782,7 @@ func testRotationKill(s *stack) {
 	}
 	t.Logf("%d resumptions from checkpoints", resumed)
 	metrics := s.get(ag2, "/metrics")
-	for _, want := range []string{"rondo_round_duration_ms", `rondo_decisions{kind="`, `rondo_gpu_utilization{type="v100"}`} {
+	for _, want := range []string{"rondo_round_duration_seconds_bucket", `rondo_decisions_total{kind="`, `rondo_gpu_utilization{type="v100"}`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, tail(metrics, 3000))
 		}

@@ -292,7 +292,8 @@ vc "research" {
 			t.Log(l[strings.Index(l, "]")+1:])
 		}
 	}
-	if !strings.Contains(s.get(a, "/metrics"), `rondo_decisions{kind="shrink"}`) {
+	if m := s.get(a, "/metrics"); !strings.Contains(m, `rondo_decisions_total{kind="shrink"}`) ||
+		strings.Contains(m, `rondo_decisions_total{kind="shrink"} 0`) { // every kind is there from the start
 		t.Errorf("/metrics counts no shrink decision")
 	}
 	t.Logf("admitted %.1fs after the agent started, shrunk %.1fs after the arrival, grown %.1fs after the departure (4 s rounds); whole test %.1fs",

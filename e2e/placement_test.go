@@ -324,7 +324,7 @@ func TestPlacementOnNomad(t *testing.T) {
 	}
 	checkNodeAccounting(t, c, node.ID, capCPU, capMem, "alex", "gnmt", "res18", "late", "web")
 	metrics := s.get(ag, "/metrics")
-	for _, w := range []string{`rondo_decisions{kind="retune"} 1`, "rondo_preemptions 1"} {
+	for _, w := range []string{`rondo_decisions_total{kind="retune"} 1`, "rondo_preemptions_total 1"} {
 		if !strings.Contains(metrics, w) {
 			t.Errorf("/metrics lacks %q:\n%s", w, tail(metrics, 2000))
 		}

@@ -34,6 +34,7 @@ const DefaultRoundSeconds = 360
 type Config struct {
 	Nomad        Nomad
 	Tasks        Tasks
+	Telemetry    Telemetry
 	RoundSeconds int
 	CellTypes    []CellType
 	Cells        []Cell
@@ -186,6 +187,29 @@ type Tasks struct {
 	// Range is the block's header (zero when there is no block).
 	Range hcl.Range
 }
+
+// Telemetry is where the agent's metrics go, as Nomad's telemetry block:
+//
+//	telemetry {
+//	  prometheus_metrics  = true             # GET /metrics (default true)
+//	  statsd_address      = "127.0.0.1:8125" # also to statsd (empty: no)
+//	  disable_hostname    = true             # statsd gauges without the host name prefix
+//	  collection_interval = "1s"             # how often gauges are sent to statsd
+//	}
+type Telemetry struct {
+	// PrometheusMetrics serves /metrics; true unless the block says false.
+	PrometheusMetrics bool
+	StatsdAddress     string
+	DisableHostname   bool
+	// CollectionInterval is positive (default DefaultCollectionInterval).
+	CollectionInterval time.Duration
+	// Range is the block's header (zero when there is no block).
+	Range hcl.Range
+}
+
+// DefaultCollectionInterval is the telemetry block's collection_interval
+// when unset.
+const DefaultCollectionInterval = time.Second
 
 // CellType is one level of a cell chain: a leaf (GPUType set, one GPU) or
 // Count children of type Child. Node marks the level that is one machine.
@@ -413,7 +437,8 @@ type Source struct {
 func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
 	p := hclparse.NewParser()
 	var diags hcl.Diagnostics
-	cfg := &Config{RoundSeconds: DefaultRoundSeconds}
+	cfg := &Config{RoundSeconds: DefaultRoundSeconds,
+		Telemetry: Telemetry{PrometheusMetrics: true, CollectionInterval: DefaultCollectionInterval}}
 	roundSet := false
 	for _, s := range srcs {
 		f, d := p.ParseHCL(s.Src, s.Name)
@@ -439,6 +464,7 @@ var fileSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
+		{Type: "telemetry"},
 		{Type: "cell_type", LabelNames: []string{"name"}},
 		{Type: "cell", LabelNames: []string{"type", "name"}},
 		{Type: "vc", LabelNames: []string{"name"}},
@@ -515,6 +541,13 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 				continue
 			}
 			diags = append(diags, decodeTasks(b, &cfg.Tasks)...)
+		case "telemetry":
+			if cfg.Telemetry.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate telemetry block",
+					fmt.Sprintf("a telemetry block is already declared at %s", cfg.Telemetry.Range)))
+				continue
+			}
+			diags = append(diags, decodeTelemetry(b, &cfg.Telemetry)...)
 		case "cell_type":
 			ct, d := decodeCellType(b)
 			diags = append(diags, d...)
@@ -582,6 +615,57 @@ func decodeTasks(b *hcl.Block, t *Tasks) hcl.Diagnostics {
 		t.LeaseAddress = v
 	}
 	return diags
+}
+
+func decodeTelemetry(b *hcl.Block, t *Telemetry) hcl.Diagnostics {
+	t.Range = b.DefRange
+	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "prometheus_metrics"}, {Name: "statsd_address"}, {Name: "disable_hostname"}, {Name: "collection_interval"}}})
+	if a, ok := content.Attributes["prometheus_metrics"]; ok {
+		v, d := boolAttr(a)
+		diags = append(diags, d...)
+		t.PrometheusMetrics = v
+	}
+	if a, ok := content.Attributes["disable_hostname"]; ok {
+		v, d := boolAttr(a)
+		diags = append(diags, d...)
+		t.DisableHostname = v
+	}
+	if a, ok := content.Attributes["statsd_address"]; ok {
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			if err := CheckStatsdAddress(v); err != nil {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid statsd_address", err.Error()))
+			}
+		}
+		t.StatsdAddress = v
+	}
+	if a, ok := content.Attributes["collection_interval"]; ok {
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			iv, err := time.ParseDuration(v)
+			if err != nil || iv <= 0 {
+				diags = append(diags, errAt(a.Expr.Range(), "Invalid collection_interval",
+					fmt.Sprintf("collection_interval = %q must be a positive duration (e.g. \"1s\")", v)))
+			}
+			t.CollectionInterval = iv
+		}
+	}
+	return diags
+}
+
+// CheckStatsdAddress checks a statsd address: host:port with a port number.
+func CheckStatsdAddress(v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil || host == "" {
+		return fmt.Errorf("statsd_address = %q must be host:port", v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("statsd_address = %q: port %q is not a port number", v, port)
+	}
+	return nil
 }
 
 // CheckLeaseAddress checks an address tasks use to reach the lease API:

@@ -101,6 +101,13 @@ func TestMalformed(t *testing.T) {
 		{"topology_with_gpus.hcl", "5:3", "Quota-only share with cells", "cells_from_topology at testdata/topology_with_gpus.hcl:1:1 derives cells"},
 		{"placement_bad.hcl", "3:15", "Unknown placement", `vc "a": placement "tuned": want one of proportional, tune, greedy, opt`},
 		{"placement_number.hcl", "1:13", "Unknown placement", `placement "3": want one of`},
+		{"telemetry_bad_statsd.hcl", "2:20", "Invalid statsd_address", `statsd_address = "localhost" must be host:port`},
+		{"telemetry_bad_port.hcl", "2:20", "Invalid statsd_address", `port "http" is not a port number`},
+		{"telemetry_bad_interval.hcl", "2:25", "Invalid collection_interval", `collection_interval = "0s" must be a positive duration`},
+		{"telemetry_interval_word.hcl", "2:25", "Invalid collection_interval", `"soon" must be a positive duration`},
+		{"telemetry_bool_string.hcl", "2:24", "Invalid value for prometheus_metrics", "prometheus_metrics must be a bool"},
+		{"telemetry_duplicate.hcl", "5:1", "Duplicate telemetry block", "already declared at testdata/telemetry_duplicate.hcl:1"},
+		{"telemetry_unknown.hcl", "2:3", "Unsupported argument", `"statsd" is not expected here`},
 		{"syntax.hcl", "2:", "", ""},
 	}
 	for _, c := range cases {

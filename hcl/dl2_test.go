@@ -2,7 +2,6 @@ package hcl
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -103,17 +102,7 @@ func TestDL2Errors(t *testing.T) {
 		// A bad policy is the only error.
 		{"vc \"ml\" {\n  policy = \"dl3\"\n  dl2 {}\n}\n", `f.hcl:2:12: Unknown VC policy; vc "ml": policy unknown policy "dl3"`},
 	} {
-		cfg, diags := Parse(Source{Name: "f.hcl", Src: []byte(c.src)})
-		if cfg != nil {
-			t.Errorf("%s: config returned beside errors", c.src)
-		}
-		if len(diags) != 1 {
-			t.Errorf("%s: %d diagnostics, want 1:\n%s", c.src, len(diags), FormatDiagnostics(diags))
-			continue
-		}
-		if got := FormatDiagnostic(diags[0]); !strings.HasPrefix(got, c.want) || strings.Contains(got, "\n") {
-			t.Errorf("%s:\n got %q\nwant %q", c.src, got, c.want)
-		}
+		wantOneError(t, c.src, c.want)
 	}
 }
 

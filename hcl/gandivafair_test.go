@@ -2,7 +2,6 @@ package hcl
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -127,17 +126,7 @@ func TestGandivaFairErrors(t *testing.T) {
 			`f.hcl:5:3: Duplicate name; vc "f": user "alice": declared twice (first at f.hcl:3:3)`},
 		{fair("  user \"\" { tickets = 200 }\n"), `f.hcl:3:3: Invalid user; vc "f": user "": the name must not be empty`},
 	} {
-		cfg, diags := Parse(Source{Name: "f.hcl", Src: []byte(c.src)})
-		if cfg != nil {
-			t.Errorf("%s: config returned beside errors", c.src)
-		}
-		if len(diags) != 1 {
-			t.Errorf("%s: %d diagnostics, want 1:\n%s", c.src, len(diags), FormatDiagnostics(diags))
-			continue
-		}
-		if got := FormatDiagnostic(diags[0]); !strings.HasPrefix(got, c.want) || strings.Contains(got, "\n") {
-			t.Errorf("%s:\n got %q\nwant %q", c.src, got, c.want)
-		}
+		wantOneError(t, c.src, c.want)
 	}
 }
 

@@ -1,7 +1,6 @@
 package hcl
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -84,17 +83,7 @@ func TestPreemptionErrors(t *testing.T) {
 		// A bad policy is the only error.
 		{"vc \"f\" {\n  policy = \"fiffo\"\n  min_runtime = \"-1m\"\n}\n", `f.hcl:2:12: Unknown VC policy; vc "f": policy unknown policy "fiffo"`},
 	} {
-		cfg, diags := Parse(Source{Name: "f.hcl", Src: []byte(c.src)})
-		if cfg != nil {
-			t.Errorf("%s: config returned beside errors", c.src)
-		}
-		if len(diags) != 1 {
-			t.Errorf("%s: %d diagnostics, want 1:\n%s", c.src, len(diags), FormatDiagnostics(diags))
-			continue
-		}
-		if got := FormatDiagnostic(diags[0]); !strings.HasPrefix(got, c.want) || strings.Contains(got, "\n") {
-			t.Errorf("%s:\n got %q\nwant %q", c.src, got, c.want)
-		}
+		wantOneError(t, c.src, c.want)
 	}
 }
 

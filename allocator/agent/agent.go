@@ -23,6 +23,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/allocator/telemetry"
 	"github.com/rondo-sched/rondo/allocator/webui"
+	"github.com/rondo-sched/rondo/internal/version"
 	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
@@ -106,6 +107,13 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// CheckpointDir names a job's checkpoint directory in lease grants.
 	CheckpointDir func(job string) string
+	// Authorizer, if set, guards the status API (GET /v1/...): it is
+	// given the request's token (X-Nomad-Token, Authorization: Bearer, or
+	// ?token=; "" when none) and answers nil to let the request through,
+	// else an *AuthError (401 or 403). /metrics, /v1/health and the web
+	// page's files (/ui/, no data in them; the page's API requests carry
+	// the token) stay open. Nil: everything is open.
+	Authorizer func(ctx context.Context, token string) error
 }
 
 // VC is a virtual cluster as the status shows it.
@@ -346,7 +354,7 @@ func New(cfg Config) *Agent {
 		measuredWith: map[pairReport]*reports{}, owners: map[string]string{}, notice: map[string]bool{},
 		startedAt: map[string]time.Time{},
 		status: Status{Cluster: cfg.Cluster, Policy: cfg.Policy, VCs: slices.Clone(cfg.VCs), Durable: cfg.Store != nil,
-			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}}}
+			RoundSeconds: cfg.Round.Seconds(), Types: map[string]TypeUsage{}, Leader: true, Version: version.Version}}
 }
 
 // Reconfigure swaps the engine (nil keeps it), the round length and the
@@ -499,10 +507,14 @@ func (a *Agent) Step() { a.StepContext(context.Background()) }
 // allocator wrote the state.
 func (a *Agent) StepContext(ctx context.Context) error {
 	a.mu.Lock()
-	b, e, log := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger
+	b, e, log, tel := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger, a.cfg.Telemetry
 	a.begin = time.Now()
 	a.mu.Unlock()
-	if _, _, err := (loop.Round{Backend: b, Decider: e, Recorder: a, Explain: true}).Step(ctx); err != nil {
+	_, _, err := (loop.Round{Backend: b, Decider: e, Recorder: a, Explain: true}).Step(ctx)
+	if tel != nil {
+		tel.RoundEnded(err)
+	}
+	if err != nil {
 		log.Error("round failed", "error", err)
 		a.mu.Lock()
 		a.status.LastError = err.Error()
@@ -977,6 +989,20 @@ func (a *Agent) restoreMeasured(dec Decider, st *state.State) {
 	}
 }
 
+// SetLeader says whether this agent acts (holds the leader lock, or runs
+// without one) and, on a standby, the leader's status address when known:
+// Status.Leader, Status.LeaderAddr and rondo_leader. An agent is leader
+// until told otherwise.
+func (a *Agent) SetLeader(leader bool, leaderAddr string) {
+	a.mu.Lock()
+	a.status.Leader, a.status.LeaderAddr = leader, leaderAddr
+	tel := a.cfg.Telemetry
+	a.mu.Unlock()
+	if tel != nil {
+		tel.SetLeader(leader)
+	}
+}
+
 // Status returns a copy of the current status.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
@@ -994,14 +1020,16 @@ func (a *Agent) Status() Status {
 
 // Handler serves GET /v1/status, GET /v1/jobs/{id} (one job with its
 // history, pending.go) and GET /v1/timeline (?since=ROUND: the rounds
-// after it) as JSON, the web status page under /ui/ (allocator/webui;
-// withPage), and GET /metrics (Prometheus) when
-// Telemetry is configured.
+// after it) as JSON, GET /v1/health, GET /metrics (Prometheus) when
+// Telemetry is configured, and the web status page under /ui/
+// (allocator/webui; withPage). With an Authorizer every path but
+// /metrics, /v1/health and the page's files needs a token (auth.go).
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
 	if a.cfg.Telemetry != nil {
 		mux.Handle("GET /metrics", a.cfg.Telemetry.Handler())
 	}
+	mux.HandleFunc("GET /v1/health", a.health)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
@@ -1022,7 +1050,7 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(a.Timeline(since))
 	})
-	return withPage(mux)
+	return withPage(a.guard(mux))
 }
 
 // withPage serves the web status page's files under /ui/ (and redirects

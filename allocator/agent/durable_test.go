@@ -286,7 +286,7 @@ func TestLeaseProgressAndMetrics(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`rondo_decisions{kind="admit"} 3`, "rondo_round_duration_ms", `rondo_jobs{state="running"} 1`} {
+	for _, want := range []string{`rondo_decisions_total{kind="admit"} 3`, "rondo_round_duration_seconds_bucket", `rondo_jobs{state="running",vc="research"} 1`, "rondo_rounds_total"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

@@ -76,7 +76,7 @@ func (a *Agent) pendingRound(s *engine.Snapshot, p *engine.Plan, round int, now 
 // none; a waiting job the round's reason (w), its place and priority, how
 // long it has waited, and a history event when it starts waiting or its
 // reason's kind changes. refused is a user-level mechanism's reason for
-// never running it ("" : none).
+// never running it ("" : none): it is the job's reason, unschedulable.
 func (a *Agent) pending(js *JobStatus, j *engine.Job, s *engine.Snapshot, w *engine.Waiting, refused string,
 	running bool, round int, now time.Time) {
 	t := a.track(j.ID)
@@ -102,14 +102,14 @@ func (a *Agent) pending(js *JobStatus, j *engine.Job, s *engine.Snapshot, w *eng
 	js.WaitS = max(js.WaitS, 0)
 	var kind string
 	switch {
+	case refused != "": // the mechanism's own word for it
+		js.Pending, kind, js.State = refused, "unschedulable", "unschedulable"
 	case w != nil:
 		js.Pending, kind = w.Reason.String(), w.Reason.WaitKey()
 		js.QueuePosition, js.Priority = w.Position, w.Priority
 		if w.Reason.Kind == engine.Unschedulable {
 			js.State = "unschedulable"
 		}
-	case refused != "":
-		js.Pending, kind, js.State = refused, "unschedulable", "unschedulable"
 	}
 	js.PendingKind = kind
 	if kind != "" && kind != t.kind {
@@ -148,7 +148,8 @@ func (a *Agent) forgetTracks(listed map[string]bool) {
 // rejectUndeclared moves the jobs whose VC the config does not declare
 // from s.Jobs to s.Rejected (only when VCs are declared): no round would
 // schedule a guaranteed one, and an opportunistic one naming an unknown VC
-// is as surely a mistake (`rondo simulate --vc-config` refuses both).
+// is as surely a mistake (`rondo simulate --vc-config` refuses both). A job
+// that holds GPUs now (s.Running) is left to the round until it stops.
 func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	a.mu.Lock()
 	var names []string
@@ -159,7 +160,16 @@ func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 	if len(names) == 0 {
 		return
 	}
-	bad := func(j *engine.Job) bool { return !slices.Contains(names, j.VC) }
+	// A job that holds GPUs stays in the round until it stops (a reload
+	// that drops its VC): the VC deciders suspend it, and no decider
+	// places another job on GPUs it still holds.
+	holds := map[string]bool{}
+	for _, r := range s.Running {
+		for _, id := range r.Jobs {
+			holds[id] = true
+		}
+	}
+	bad := func(j *engine.Job) bool { return !slices.Contains(names, j.VC) && !holds[j.ID] }
 	if !slices.ContainsFunc(s.Jobs, func(j engine.Job) bool { return bad(&j) }) {
 		return
 	}

@@ -310,6 +310,14 @@ func TestRejected(t *testing.T) {
 	if !ok || len(h.History) != 1 || h.History[0].Intent != "reject" {
 		t.Errorf("lost's history: %+v", h.History)
 	}
+	// A job of an undeclared VC that holds GPUs stays in the round (it is
+	// suspended by a VC decider, or kept by the one engine) until it stops.
+	sn := &engine.Snapshot{Jobs: []engine.Job{{ID: "held", VC: "gone"}, {ID: "idle", VC: "gone"}},
+		Running: []engine.Assignment{{Jobs: []string{"held"}, Type: "v100", GPUs: []string{"g0"}}}}
+	a.rejectUndeclared(sn)
+	if len(sn.Jobs) != 1 || sn.Jobs[0].ID != "held" || len(sn.Rejected) != 1 || sn.Rejected[0].Job != "idle" {
+		t.Errorf("running job of an undeclared VC: jobs %+v, rejected %+v", sn.Jobs, sn.Rejected)
+	}
 	// Without declared VCs nothing is rejected by the agent.
 	a2 := New(Config{Backend: &rejectingBackend{}, Engine: e, Cluster: "test", Round: time.Second})
 	if err := a2.StepContext(context.Background()); err != nil {

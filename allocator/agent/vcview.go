@@ -67,8 +67,8 @@ func viewVCs(cfg []VC, s *engine.Snapshot, p *engine.Plan, xs map[string]map[str
 	for i, c := range cfg {
 		idx[c.Name] = i
 	}
-	// With one VC and no share or cells, one engine runs every job: they
-	// are all the VC's, whatever their meta says.
+	// With one VC and no share or cells, one engine runs every job the
+	// round sees: they are all the VC's.
 	only := n == 1 && len(cfg[0].GPUs) == 0 && len(cfg[0].Cells) == 0 && len(cfg[0].Quota) == 0
 	vcOf := func(vc string) (int, bool) {
 		if only {
@@ -118,8 +118,8 @@ func viewVCs(cfg []VC, s *engine.Snapshot, p *engine.Plan, xs map[string]map[str
 	}
 	for _, j := range jobs {
 		i, ok := vcOf(j.VC)
-		if !ok || j.State == "done" {
-			continue
+		if !ok || j.State == "done" || j.State == "rejected" {
+			continue // rejected: never in a round
 		}
 		if j.State == "running" {
 			v.running[i]++

@@ -120,10 +120,14 @@ func TestVCViewCellsAndPending(t *testing.T) {
 	}
 }
 
-// One VC without a share or cells: one engine runs every job, whatever its
-// VC meta, on the whole cluster: its quota is the healthy GPUs.
+// One VC without a share or cells: one engine runs every job on the whole
+// cluster: its quota is the healthy GPUs.
 func TestVCViewImplicit(t *testing.T) {
-	a := New(Config{Backend: &viewCluster{jobs: viewJobs()}, Engine: &fixedDecider{p: viewPlan()}, Round: time.Second,
+	jobs := viewJobs()
+	for i := range jobs {
+		jobs[i].VC = "research"
+	}
+	a := New(Config{Backend: &viewCluster{jobs: jobs}, Engine: &fixedDecider{p: viewPlan()}, Round: time.Second,
 		VCs: []VC{{Name: "research", Policy: "max_min_fairness_perf"}}})
 	a.Step()
 	v := a.Status().VCs[0]

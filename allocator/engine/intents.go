@@ -175,7 +175,10 @@ func (r Reason) String() string {
 	case NoCPUFit:
 		return "placement: its best-case cores and memory do not fit where GPUs are free (greedy skips it)"
 	case OverQuota:
-		return fmt.Sprintf("over quota: VC %s uses all of its share of %s (a gang of %d GPUs does not fit in what is left)", r.VC, r.To, r.Need)
+		if r.Need > 1 {
+			return fmt.Sprintf("over quota: a gang of %d GPUs does not fit in what VC %s has left of its share of %s", r.Need, r.VC, r.To)
+		}
+		return fmt.Sprintf("over quota: VC %s uses all of its share of %s", r.VC, r.To)
 	case WaitsForGang:
 		return fmt.Sprintf("waits for a gang of %d GPUs on one server: at most %d free together on %s (priority %.4g)", r.Need, r.Free, r.To, r.Priority)
 	case LowerPriority:

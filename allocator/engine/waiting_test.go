@@ -68,7 +68,7 @@ func TestExplainReasons(t *testing.T) {
 			{Jobs: []string{"b"}, Type: "k80", GPUs: []string{"k80-0", "k80-1"}, Priority: 2}}},
 		q:    Quotas{"research": {"v100": 2, "k80": 3}},
 		want: Reason{Kind: OverQuota, Need: 2, VC: "research", To: "k80, v100"},
-		text: "over quota: VC research uses all of its share of k80, v100",
+		text: "over quota: a gang of 2 GPUs does not fit in what VC research has left of its share of k80, v100",
 		pos:  1,
 	}, {
 		name: "not over quota while its share has room: lower priority",

@@ -546,6 +546,15 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		}
 	}
 	tg, dev := gpuGroup(job)
+	// The GPU group's scaling { min max } block: elastic bounds when the
+	// meta gives none (ScalingBounds; the meta wins).
+	pol, warns := ScalingBounds(id, pol, tg)
+	if len(warns) > 0 && !b.warned["scaling:"+id] {
+		b.warned["scaling:"+id] = true
+		for _, w := range warns {
+			b.log.Warn("scaling block", "job", id, "warning", w)
+		}
+	}
 	sf := scaleFactor(job)
 	var el *engine.Elastic
 	var psg *api.TaskGroup // a two-role job's parameter servers

@@ -518,6 +518,7 @@ func (b *Backend) rewrite(job *api.Job, st *jobState, a engine.Assignment, res *
 		prio = OpportunisticPriority
 	}
 	job.Priority = &prio
+	LowerScalingMin(job, st.group, st.policy)
 	if job.Meta[MetaGPUs] == "" {
 		// Safe: the job is not running (admission) or is being moved.
 		if job.Meta == nil {
@@ -716,6 +717,7 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 				prio = OpportunisticPriority
 			}
 			job.Priority = &prio
+			LowerScalingMin(job, st.group, st.policy)
 		}
 		if _, _, err := b.cfg.Client.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true,
 			ModifyIndex: deref(job.JobModifyIndex)}, nil); err != nil {

@@ -186,3 +186,52 @@ func Lock(c *api.Client, o LeaderOptions) (*api.Locks, error) {
 	return c.Locks(api.WriteOptions{Namespace: o.Namespace},
 		api.Variable{Namespace: o.Namespace, Path: o.Path, Lock: &api.VariableLock{TTL: o.TTL.String()}})
 }
+
+// LeaderInfo is what the leader publishes about itself next to the lock,
+// in the variable InfoPath(lock path): its status API's address, for
+// standbys to name. It is additive: the lock variable is unchanged.
+type LeaderInfo struct {
+	StatusAddr string    `json:"status_addr"`
+	Since      time.Time `json:"since"`
+}
+
+// InfoPath is the variable holding the leader's LeaderInfo for the lock at
+// lockPath (default DefaultLockPath): lockPath + "-info".
+func InfoPath(lockPath string) string {
+	if lockPath == "" {
+		lockPath = DefaultLockPath
+	}
+	return lockPath + "-info"
+}
+
+// PublishLeader writes info to InfoPath(o.Path), replacing the last
+// leader's.
+func PublishLeader(ctx context.Context, c *api.Client, o LeaderOptions, info LeaderInfo) error {
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	v := &api.Variable{Namespace: ns, Path: InfoPath(o.Path), Items: api.VariableItems{
+		"status_addr": info.StatusAddr, "since": info.Since.UTC().Format(time.RFC3339Nano)}}
+	_, _, err := c.Variables().Create(v, (&api.WriteOptions{Namespace: ns}).WithContext(ctx))
+	return err
+}
+
+// ReadLeader reads the leader's LeaderInfo (ok false when none was
+// published).
+func ReadLeader(ctx context.Context, c *api.Client, o LeaderOptions) (info LeaderInfo, ok bool, err error) {
+	ns := o.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	v, _, err := c.Variables().Read(InfoPath(o.Path), (&api.QueryOptions{Namespace: ns}).WithContext(ctx))
+	if errors.Is(err, api.ErrVariablePathNotFound) {
+		return info, false, nil
+	}
+	if err != nil || v == nil {
+		return info, false, err
+	}
+	info.StatusAddr = v.Items["status_addr"]
+	info.Since, _ = time.Parse(time.RFC3339Nano, v.Items["since"])
+	return info, info.StatusAddr != "", nil
+}

@@ -43,6 +43,8 @@
 //	                           duration, default 0; training pauses)
 //	RONDO_RESTORE_COST         how long loading it takes before the first
 //	                           step (default 0)
+//	RONDO_PROGRESS_INTERVAL    how often it prints a progress line with its
+//	                           ETA (default 30s; 0: never)
 //
 // A lease answer with checkpoint_now (a notice: the allocator stops the job
 // at stop_at) makes it checkpoint at once, once per notice, and train on
@@ -84,6 +86,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/lease"
 	"github.com/rondo-sched/rondo/allocator/lease/client"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
+	"github.com/rondo-sched/rondo/internal/progress"
 )
 
 type checkpoint struct {
@@ -95,6 +98,20 @@ type checkpoint struct {
 }
 
 // envDuration reads a duration from the environment (def when unset).
+// progressLine is the trainer's periodic log line: steps done of total,
+// percent, rate and the ETA at that rate.
+func progressLine(steps, total, rate float64) string {
+	eta := "?"
+	if rate > 0 {
+		eta = progress.Duration(time.Duration((total - steps) / rate * float64(time.Second)))
+	}
+	pct := 0.0
+	if total > 0 {
+		pct = 100 * steps / total
+	}
+	return fmt.Sprintf("rondo-trainer: progress %.0f/%.0f steps (%.1f%%), %.3f steps/s, eta %s", steps, total, pct, rate, eta)
+}
+
 func envDuration(key string, def time.Duration) (time.Duration, error) {
 	v := os.Getenv(key)
 	if v == "" {
@@ -269,6 +286,10 @@ func run(args []string) int {
 	if err == nil {
 		restoreCost, err = envDuration("RONDO_RESTORE_COST", 0)
 	}
+	var progressEvery time.Duration
+	if err == nil {
+		progressEvery, err = envDuration("RONDO_PROGRESS_INTERVAL", 30*time.Second)
+	}
 	onStop := true
 	if v := os.Getenv("RONDO_CHECKPOINT_ON_STOP"); v != "" && err == nil {
 		if onStop, err = strconv.ParseBool(v); err != nil {
@@ -370,7 +391,7 @@ func run(args []string) int {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	last, lastSave := time.Now(), time.Now()
+	last, lastSave, lastProgress := time.Now(), time.Now(), time.Now()
 	// checkpoint writes one; training pauses while it does.
 	checkpoint := func() {
 		save()
@@ -418,6 +439,10 @@ func run(args []string) int {
 				save()
 				fmt.Printf("rondo-trainer: done, %.0f steps\n", total)
 				return 0
+			}
+			if progressEvery > 0 && now.Sub(lastProgress) >= progressEvery {
+				lastProgress = now
+				fmt.Println(progressLine(ck.Steps, total, rate))
 			}
 			if now.Sub(lastSave) >= every {
 				checkpoint()

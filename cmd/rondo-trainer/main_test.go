@@ -69,7 +69,7 @@ func TestSuspendResume(t *testing.T) {
 		t.Fatalf("checkpoint after 1s at 64.7 steps/s: %+v", first)
 	}
 	cmd = exec.Command(bin)
-	cmd.Env = env
+	cmd.Env = append(env, "RONDO_PROGRESS_INTERVAL=300ms")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("resume: %v\n%s", err, out)
@@ -79,6 +79,23 @@ func TestSuspendResume(t *testing.T) {
 	}
 	if want := "resuming at"; !strings.Contains(string(out), want) {
 		t.Errorf("output %q", out)
+	}
+	// Its progress lines, every RONDO_PROGRESS_INTERVAL, with an ETA.
+	if !strings.Contains(string(out), "rondo-trainer: progress ") || !strings.Contains(string(out), "/400 steps (") ||
+		!strings.Contains(string(out), " steps/s, eta ") {
+		t.Errorf("no progress line: %q", out)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	if got, want := progressLine(100, 400, 10), "rondo-trainer: progress 100/400 steps (25.0%), 10.000 steps/s, eta 30s"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := progressLine(0, 7200000, 2); !strings.HasSuffix(got, "eta 41d16h") {
+		t.Errorf("long ETA: %q", got)
+	}
+	if got := progressLine(5, 10, 0); !strings.HasSuffix(got, "eta ?") {
+		t.Errorf("no rate: %q", got)
 	}
 }
 

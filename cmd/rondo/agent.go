@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/go-hclog"
+	metrics "github.com/hashicorp/go-metrics"
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -53,6 +55,8 @@ type agentCmd struct {
 	durable    bool
 	statePath  string
 	leaderTTL  time.Duration
+	advertise  string
+	statusAuth bool
 }
 
 func newAgentCmd() *agentCmd {
@@ -70,6 +74,8 @@ func newAgentCmd() *agentCmd {
 	c.flags.BoolVar(&c.durable, "state", true, "keep the allocator state in Nomad Variables and run under the leader lock")
 	c.flags.StringVar(&c.statePath, "state-path", state.DefaultPath, "variable path of the durable state (the leader lock is <path>-leader)")
 	c.flags.DurationVar(&c.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock (10s to 24h)")
+	c.flags.StringVar(&c.advertise, "advertise", "", "the status API's URL as other hosts reach it, published by the leader for standbys (default http://<-addr>, the host name for an unspecified IP)")
+	c.flags.BoolVar(&c.statusAuth, "status-auth", true, "check the status API's tokens against Nomad's ACLs (open when ACLs are disabled; /metrics and /v1/health are always open)")
 	return c
 }
 
@@ -100,12 +106,16 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		s.policy = cfg.VCs[0].Policy
 	}
 	s.cells = cfg.CellVCs()
-	for _, v := range cfg.VCs {
+	quotas := vcQuotas(cfg)
+	for i, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
-		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs, Quota: cellQuotaGPUs(cfg, v)}
+		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		if len(v.Quota) > 0 {
+			vc.Quota = quotas[i].GPUs // its cells in GPUs per type (vc status)
+		}
 		for _, q := range v.Quota {
 			if vc.Cells == nil {
 				vc.Cells = map[string]int{}
@@ -340,12 +350,17 @@ func (c *agentCmd) Run(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	tel, err := telemetry.New()
+	tel, err := newTelemetry(s.cfg.Telemetry)
 	if err != nil {
 		return c.fail(err)
 	}
+	defer tel.Close()
+	tel.SetVCs(vcQuotas(s.cfg))
 	acfg := agent.Config{Backend: backend, Engine: dec, Round: s.round, Logger: log,
 		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
+	if c.statusAuth {
+		acfg.Authorizer = (&rnomad.Authorizer{Client: client}).Authorize
+	}
 	if c.durable {
 		acfg.Store = state.NewStore(client, state.Options{Namespace: nc.Namespace, Path: c.statePath})
 	}
@@ -354,7 +369,11 @@ func (c *agentCmd) Run(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	handler := ag.Handler()
+	if !s.cfg.Telemetry.PrometheusMetrics {
+		handler = withoutMetrics(handler)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	leaseURL := ""
@@ -432,6 +451,7 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
+			tel.SetVCs(vcQuotas(ns.cfg)) // the telemetry block itself takes a restart
 			taskEnv(ns)
 			s = ns
 			smu.Unlock()
@@ -451,7 +471,11 @@ func (c *agentCmd) Run(args []string) int {
 		ag.Reconfigure(e, s.policy, s.round, s.vcs)
 		return nil
 	}
-	if err := c.runLeader(ctx, nc, ag, fresh, log); err != nil {
+	advertise := c.advertise
+	if advertise == "" {
+		advertise = advertiseURL(ln.Addr())
+	}
+	if err := c.runLeader(ctx, nc, ag, fresh, advertise, log); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintln(c.stdout, "rondo agent: stopped")
@@ -461,22 +485,49 @@ func (c *agentCmd) Run(args []string) int {
 // runLeader runs the agent's rounds while it holds the leader lock (a
 // Nomad variable lock next to the state), so two agents never both act; a
 // lost lock or a state written by another agent sends it back to waiting.
-func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, fresh func() error, log hclog.Logger) error {
+// The leader publishes its status URL (advertise) next to the lock
+// (state.PublishLeader); a standby reads it while it waits and names it in
+// its status (leader=false, leader_addr).
+func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, fresh func() error, advertise string, log hclog.Logger) error {
 	if !c.durable {
+		ag.SetLeader(true, "")
 		return ag.Run(ctx)
 	}
 	// The lock gets a client of its own: api.Client.Locks rewrites the
-	// client's retry settings without synchronisation.
+	// client's retry settings without synchronisation. So does the
+	// leader's address.
 	lc, err := api.NewClient(nc)
 	if err != nil {
 		return err
 	}
+	ic, err := api.NewClient(nc)
+	if err != nil {
+		return err
+	}
+	ag.SetLeader(false, "")
 	opts := state.LeaderOptions{Namespace: nc.Namespace, Path: c.statePath + "-leader", TTL: c.leaderTTL,
-		OnWait:  func() { log.Info("waiting for the leader lock (another agent is running)") },
 		OnRetry: func(err error) { log.Warn("Nomad unreachable; retrying the leader lock", "error", err) }}
+	opts.OnWait = func() {
+		log.Info("waiting for the leader lock (another agent is running)")
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		info, ok, err := state.ReadLeader(rctx, ic, opts)
+		switch {
+		case err != nil:
+			log.Warn("reading the leader's address", "error", err)
+		case ok && info.StatusAddr != advertise:
+			ag.SetLeader(false, info.StatusAddr)
+		}
+	}
 	for first := true; ; first = false {
 		err := state.RunAsLeader(ctx, lc, opts, func(lctx context.Context) error {
 			log.Info("leader lock acquired", "lock", opts.Path)
+			ag.SetLeader(true, "")
+			pctx, cancel := context.WithTimeout(lctx, 5*time.Second)
+			if err := state.PublishLeader(pctx, ic, opts, state.LeaderInfo{StatusAddr: advertise, Since: time.Now()}); err != nil {
+				log.Warn("could not publish the leader's status address", "path", state.InfoPath(opts.Path), "error", err)
+			}
+			cancel()
 			if !first {
 				if err := fresh(); err != nil {
 					return err
@@ -484,6 +535,7 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 			}
 			return ag.Run(lctx)
 		})
+		ag.SetLeader(false, "")
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -506,6 +558,94 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 	}
 }
 
+// advertiseURL is the status API's URL for a listener: http://host:port,
+// the host name in place of an unspecified IP.
+func advertiseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// newTelemetry makes the agent's metrics as the telemetry block says: a
+// statsd sink besides Prometheus when statsd_address is set.
+func newTelemetry(t rhcl.Telemetry) (*telemetry.Telemetry, error) {
+	o := telemetry.Options{DisableHostname: t.DisableHostname, CollectionInterval: t.CollectionInterval}
+	if t.StatsdAddress != "" {
+		sink, err := metrics.NewStatsdSink(t.StatsdAddress)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: statsd_address: %w", err)
+		}
+		o.Sinks = append(o.Sinks, sink)
+	}
+	return telemetry.NewWith(o)
+}
+
+// withoutMetrics hides /metrics (telemetry { prometheus_metrics = false }).
+func withoutMetrics(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// vcQuotas are the VCs' guaranteed GPUs per type for rondo_vc_quota_gpus:
+// a quota-only VC's share; a cell VC's quota of cells times each cell
+// type's GPUs down its chain to the leaves' gpu_type (cell types derived
+// from topology at run time are not in the config and count nothing); a
+// VC with neither (one VC over the whole cluster) has no quota.
+func vcQuotas(cfg *rhcl.Config) []telemetry.VCQuota {
+	types := map[string]rhcl.CellType{}
+	for _, t := range cfg.CellTypes {
+		types[t.Name] = t
+	}
+	var gpus func(name string, depth int) map[string]int
+	gpus = func(name string, depth int) map[string]int {
+		t, ok := types[name]
+		if !ok || depth > len(types) {
+			return nil
+		}
+		if t.GPUType != "" {
+			return map[string]int{t.GPUType: 1}
+		}
+		out := map[string]int{}
+		for typ, n := range gpus(t.Child, depth+1) {
+			out[typ] = n * max(t.Count, 1)
+		}
+		return out
+	}
+	var out []telemetry.VCQuota
+	for _, v := range cfg.VCs {
+		q := telemetry.VCQuota{Name: v.Name}
+		if len(v.GPUs) > 0 {
+			q.GPUs = maps.Clone(v.GPUs)
+		}
+		for _, cq := range v.Quota {
+			name := cq.Type // the bare type (Validate); as written otherwise
+			if name == "" {
+				name = cq.CellType
+			}
+			for typ, n := range gpus(name, 0) {
+				if q.GPUs == nil {
+					q.GPUs = map[string]int{}
+				}
+				q.GPUs[typ] += n * cq.Count
+			}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
 // withTimeout gives nc an HTTP client whose requests time out after d (the
 // API's default client waits forever: a request to a server that stops
 // while answering stalled a round until the leader lock was lost). Rondo
@@ -523,53 +663,4 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 	}
 	nc.HttpClient = hc
 	return nil
-}
-
-// cellQuotaGPUs is a cell VC's quota in GPUs per type, from the config's
-// cell types (a cell type's GPUs: its leaf's type, Count times its
-// child's); nil for a VC without cells, or when a quota names a cell type
-// the config does not declare (cells derived at run time): the status then
-// shows the VC's cells only.
-func cellQuotaGPUs(cfg *rhcl.Config, v rhcl.VC) map[string]int {
-	if len(v.Quota) == 0 {
-		return nil
-	}
-	types := make(map[string]rhcl.CellType, len(cfg.CellTypes))
-	for _, t := range cfg.CellTypes {
-		types[t.Name] = t
-	}
-	var gpusOf func(name string, depth int) map[string]int
-	gpusOf = func(name string, depth int) map[string]int {
-		t, ok := types[name]
-		if !ok || depth > len(types) {
-			return nil
-		}
-		if t.GPUType != "" {
-			return map[string]int{t.GPUType: 1}
-		}
-		child := gpusOf(t.Child, depth+1)
-		if child == nil {
-			return nil
-		}
-		out := make(map[string]int, len(child))
-		for g, n := range child {
-			out[g] = n * t.Count
-		}
-		return out
-	}
-	quota := map[string]int{}
-	for _, q := range v.Quota {
-		name := q.CellType
-		if i := strings.LastIndex(name, "/"); i >= 0 {
-			name = name[i+1:] // "chain/type"
-		}
-		g := gpusOf(name, 0)
-		if g == nil {
-			return nil
-		}
-		for t, n := range g {
-			quota[t] += n * q.Count
-		}
-	}
-	return quota
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,25 @@ func runCaptured(t *testing.T, args ...string) (code int, stdout, stderr string)
 	o, _ := os.ReadFile(outF.Name())
 	e, _ := os.ReadFile(errF.Name())
 	return code, string(o), string(e)
+}
+
+// runSimJSON runs a command that prints one JSON object (simulate --json),
+// fails the test unless it exits 0 with valid JSON, and drops the keys
+// that vary from run to run (wall time, solve times).
+func runSimJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	code, out, errOut := runCaptured(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: code %d: %s", args, code, errOut)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("%v: %v: %s", args, err, out)
+	}
+	for _, k := range []string{"wall_s", "solve_ms_p50", "solve_ms_max"} {
+		delete(m, k)
+	}
+	return m
 }
 
 func TestConfigValidate(t *testing.T) {

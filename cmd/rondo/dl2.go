@@ -5,18 +5,17 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/cli"
 
 	"github.com/rondo-sched/rondo/allocator/sim"
 	"github.com/rondo-sched/rondo/allocator/sim/sweep"
+	"github.com/rondo-sched/rondo/internal/progress"
 	"github.com/rondo-sched/rondo/policies/dl2"
 )
 
@@ -204,16 +203,19 @@ func (c *dl2Train) Run(args []string) int {
 			cfg.SL.Passes = 0
 		}
 	}
-	bar := newProgress(c.stderr, "training", cfg.RL.Steps, c.quiet)
-	cfg.Log = func(f string, a ...any) { bar.line(fmt.Sprintf(f, a...)) }
+	var bar *progress.Bar // nil: silent
+	if !c.quiet {
+		bar = progress.New(c.stderr, "training", cfg.RL.Steps)
+	}
+	cfg.Log = func(f string, a ...any) { bar.Line(fmt.Sprintf(f, a...)) }
 	cfg.RL.Progress = func(step int, curve []dl2.CurvePoint) {
-		bar.set(step, fmt.Sprintf("avg JCT %.2f h", curve[len(curve)-1].AvgJCT/3600))
+		bar.Set(step, fmt.Sprintf("avg JCT %.2f h", curve[len(curve)-1].AvgJCT/3600))
 	}
 	cfg.SL.Progress = func(pass int, loss float64) {
-		bar.line(fmt.Sprintf("supervised pass %d/%d: cross-entropy %.4f", pass+1, cfg.SL.Passes, loss))
+		bar.Line(fmt.Sprintf("supervised pass %d/%d: cross-entropy %.4f", pass+1, cfg.SL.Passes, loss))
 	}
 	m, rep, err := dl2.Train(cfg)
-	bar.done()
+	bar.Done(true)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -249,54 +251,4 @@ func writeCurve(path string, rep *dl2.TrainReport) error {
 	}
 	f.Series = []sweep.Series{s, t}
 	return os.WriteFile(strings.TrimSuffix(path, filepath.Ext(path))+".svg", f.SVG(), 0o644)
-}
-
-// progress is a one-line progress bar with an ETA on a terminal-ish writer.
-type progress struct {
-	w          io.Writer
-	what       string
-	total, cur int
-	start      time.Time
-	off        bool
-	last       string
-}
-
-func newProgress(w io.Writer, what string, total int, off bool) *progress {
-	return &progress{w: w, what: what, total: total, start: time.Now(), off: off}
-}
-
-func (p *progress) set(cur int, note string) {
-	if p.off || p.total <= 0 {
-		return
-	}
-	p.cur = cur
-	frac := float64(cur) / float64(p.total)
-	const width = 30
-	n := int(frac * width)
-	eta := "?"
-	if cur > 0 {
-		el := time.Since(p.start)
-		eta = (time.Duration(float64(el)/frac) - el).Round(time.Second).String()
-	}
-	p.last = fmt.Sprintf("%s [%s%s] %3.0f%% %d/%d eta %s %s", p.what, strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, cur, p.total, eta, note)
-	fmt.Fprintf(p.w, "\r%s", p.last)
-}
-
-func (p *progress) line(s string) {
-	if p.off {
-		return
-	}
-	if p.last != "" {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-	fmt.Fprintln(p.w, s)
-	if p.last != "" {
-		fmt.Fprintf(p.w, "\r%s", p.last)
-	}
-}
-
-func (p *progress) done() {
-	if !p.off && p.last != "" {
-		fmt.Fprintln(p.w)
-	}
 }

@@ -29,12 +29,12 @@ func (*jobCmd) Run([]string) int { return cli.RunResultHelp }
 func newJobList() *view {
 	v := newView("job list", "List jobs: user, VC, state, why it waits, queue position, GPUs, progress, ETA", "[options]",
 		byVC|byUser|byState, 0, 0)
-	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
-		return o.jobs(s.Jobs), s.RoundSeconds, nil
+		return o.jobs(s.Jobs), s, nil
 	}
 	v.text = func(w io.Writer, d any) { printJobs(w, d.([]agent.JobStatus)) }
 	return v
@@ -99,19 +99,19 @@ func jobProgress(j agent.JobStatus) string {
 
 func newJobStatus() *view {
 	v := newView("job status", "Show one job: state, why it waits, GPUs, progress, its history of rounds", "[options] JOB", 0, 1, 1)
-	v.get = func(ctx context.Context, c *agentClient, _ *viewOptions, args []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, _ *viewOptions, args []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		j, ok, err := c.job(ctx, s, args[0])
 		if err != nil {
-			return nil, 0, err
+			return nil, s, err
 		}
 		if !ok {
-			return nil, 0, fmt.Errorf("job %q is unknown to the agent (not opted in, or finished before it started)", args[0])
+			return nil, s, fmt.Errorf("job %q is unknown to the agent (not opted in, or finished before it started)", args[0])
 		}
-		return j, s.RoundSeconds, nil
+		return j, s, nil
 	}
 	v.text = func(w io.Writer, d any) { printJob(w, d.(agent.JobStatus)) }
 	return v
@@ -219,12 +219,15 @@ func etaIn(t *time.Time) string {
 	return "in " + seconds(d.Seconds())
 }
 
-// seconds prints a span of seconds as 45s, 3m20s, 2h5m ("-" for none).
+// seconds prints a span of seconds as 45s, 3m20s, 2h5m, 3d4h ("-" for none).
 func seconds(s float64) string {
 	if s <= 0 {
 		return "-"
 	}
 	d := time.Duration(s * float64(time.Second))
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
 	if d >= time.Hour {
 		d = d.Round(time.Minute)
 	} else {

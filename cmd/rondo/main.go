@@ -7,10 +7,8 @@ import (
 	"os"
 
 	"github.com/hashicorp/cli"
+	"github.com/rondo-sched/rondo/internal/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 // commands maps a subcommand path ("policy solve") to its factory. Each
 // command file adds its own entries from an init function, so that adding a
@@ -29,7 +27,7 @@ func main() {
 }
 
 func run(args []string) int {
-	c := cli.NewCLI("rondo", version)
+	c := cli.NewCLI("rondo", version.Version)
 	c.Args = args
 	c.Commands = commands
 	c.HelpWriter = os.Stdout

@@ -27,20 +27,20 @@ func (*nodeCmd) Run([]string) int { return cli.RunResultHelp }
 func newNodeStatus() *view {
 	v := newView("node status", "Show the nodes (pool, class, ready) and their GPUs: type, health, cell, share use and the jobs on them",
 		"[options] [NODE]", byVC|byUser, 0, 1)
-	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		nodes := filterNodes(s, o)
 		if len(args) == 0 {
-			return nodes, s.RoundSeconds, nil
+			return nodes, s, nil
 		}
 		n, err := findNode(nodes, args[0])
 		if err != nil {
-			return nil, 0, err
+			return nil, s, err
 		}
-		return n, s.RoundSeconds, nil
+		return n, s, nil
 	}
 	v.text = func(w io.Writer, d any) {
 		switch d := d.(type) {

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/cli"
-	"github.com/mattn/go-isatty"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/faults"
@@ -22,6 +21,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
 	rhcl "github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/internal/progress"
 	"github.com/rondo-sched/rondo/policies"
 )
 
@@ -36,7 +36,7 @@ type simulateCmd struct {
 	perServer, jobs, maxActive                                              int
 	rate, round, preempt, startCost, maxTime, measureNoise, hidePairs       float64
 	seed                                                                    int64
-	multiGPU, multiPriority, jsonOut, compat, ideal, explain                bool
+	multiGPU, multiPriority, jsonOut, compat, ideal, progress, explain      bool
 	vc                                                                      vcFlags
 	place                                                                   placeFlags
 	dl2                                                                     dl2Flags
@@ -73,6 +73,7 @@ func newSimulate() *simulateCmd {
 	f.StringVar(&c.tputFile, "throughputs", "", "throughput JSON file (default: the embedded Gavel measurements)")
 	f.StringVar(&c.outDir, "out", "", "directory for per-job results (jobs.csv)")
 	f.BoolVar(&c.jsonOut, "json", false, "print one JSON object with the metrics")
+	f.BoolVar(&c.progress, "progress", false, "a progress bar with ETA on stderr even when it is not a terminal (default: only on a terminal)")
 	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
 	f.StringVar(&c.preemptArg, "preemption-cost", "0", "restart costs: SECONDS lost when a job (re)starts after running (checkpoint + restore), or realistic (per job type: start, restore, checkpoint and checkpoint interval from the embedded allocator/sim/costs/realistic.csv; a stop without notice loses the work since the job's last checkpoint), or a CSV FILE of the same columns (model,start_s,restore_s,checkpoint_s,interval_s; docs/preemption.md)")
@@ -295,13 +296,13 @@ func (c *simulateCmd) source(tb *throughputs.Table, check func(trace.Job) error)
 
 // simulate runs o on src and prints the result (text or --json, --out).
 func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
-	if f, ok := c.stderr.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
+	if bar := progress.NewIf(c.stderr, c.progress, "simulate", simTotal(src, o)); bar != nil {
+		// Jobs finished (of the measured window) with an ETA, on stderr
+		// only: --json's stdout stays one object.
 		o.Progress = func(now float64, rounds, active, done int) {
-			if rounds%50 == 0 {
-				fmt.Fprintf(f, "\rt=%.1fh rounds=%d active=%d window done=%d   ", now/3600, rounds, active, done)
-			}
+			bar.Set(done, fmt.Sprintf("t=%.1fh rounds=%d active=%d", now/3600, rounds, active))
 		}
-		defer fmt.Fprint(f, "\r\033[K")
+		defer bar.Done(false)
 	}
 	if c.cpuProfile != "" {
 		pf, err := os.Create(c.cpuProfile)
@@ -381,4 +382,21 @@ func writeJobsCSV(dir string, jobs []sim.JobResult) error {
 		return err
 	}
 	return f.Close()
+}
+
+// simTotal is how many finished jobs end the run, for the progress bar:
+// the measured window, else the trace's jobs (0: not known ahead).
+func simTotal(src sim.Source, o sim.Options) int {
+	if o.WindowEnd > 0 {
+		return o.WindowEnd - o.WindowStart
+	}
+	switch s := src.(type) {
+	case *sim.SliceSource:
+		return len(s.Jobs)
+	case *sim.GeneratorSource:
+		return s.Limit
+	case *vcAssigner:
+		return simTotal(s.src, o)
+	}
+	return 0
 }

@@ -34,21 +34,7 @@ func TestSimulateMeasureNoise(t *testing.T) {
 		t.Errorf("--vc-config and --measure-noise -1: code %d, %q", code, errOut)
 	}
 
-	run := func(extra ...string) map[string]any {
-		t.Helper()
-		code, out, errOut := runCaptured(t, append(args, extra...)...)
-		if code != 0 {
-			t.Fatalf("%v: code %d: %s", extra, code, errOut)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("%v: %v: %s", extra, err, out)
-		}
-		for _, k := range []string{"wall_s", "solve_ms_p50", "solve_ms_max"} {
-			delete(m, k)
-		}
-		return m
-	}
+	run := func(extra ...string) map[string]any { t.Helper(); return runSimJSON(t, append(args, extra...)...) }
 	plain, zero, noisy := run(), run("--measure-noise", "0"), run("--measure-noise", "0.1")
 	if !reflect.DeepEqual(plain, zero) {
 		t.Errorf("--measure-noise 0 changed the run:\n%v\n%v", plain, zero)
@@ -88,19 +74,7 @@ func TestSimulateMeasureNoiseVCs(t *testing.T) {
 	} {
 		run := func(extra ...string) map[string]any {
 			t.Helper()
-			args := append(append([]string{"simulate", "--trace", "continuous", "--rate", "3", "--jobs", "40", "--multi-gpu", "--json"}, cfg...), extra...)
-			code, out, errOut := runCaptured(t, args...)
-			if code != 0 {
-				t.Fatalf("%v: code %d: %s", args, code, errOut)
-			}
-			var m map[string]any
-			if err := json.Unmarshal([]byte(out), &m); err != nil {
-				t.Fatalf("%v: %v: %s", args, err, out)
-			}
-			for _, k := range []string{"wall_s", "solve_ms_p50", "solve_ms_max"} {
-				delete(m, k)
-			}
-			return m
+			return runSimJSON(t, append(append([]string{"simulate", "--trace", "continuous", "--rate", "3", "--jobs", "40", "--multi-gpu", "--json"}, cfg...), extra...)...)
 		}
 		plain, zero, noisy := run(), run("--measure-noise", "0"), run("--measure-noise", "0.1")
 		if !reflect.DeepEqual(plain, zero) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -13,18 +12,7 @@ import (
 // validated and refused where no single engine runs.
 func TestSimulatePreemptionFlags(t *testing.T) {
 	args := []string{"simulate", "--policy", "max_min_fairness", "--cluster", "v100=8,p100=8,k80=8", "--trace", "static", "--jobs", "12", "--multi-gpu", "--json"}
-	runJSON := func(extra ...string) map[string]any {
-		t.Helper()
-		code, out, errOut := runCaptured(t, append(args, extra...)...)
-		if code != 0 {
-			t.Fatalf("%v: code %d: %s", extra, code, errOut)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(out), &m); err != nil {
-			t.Fatalf("%v: %v: %s", extra, err, out)
-		}
-		return m
-	}
+	runJSON := func(extra ...string) map[string]any { t.Helper(); return runSimJSON(t, append(args, extra...)...) }
 	newFields := []string{"lost_gpu_s", "restarts", "migrations", "large_gang_wait_p99_s", "large_gang_wait_avg_s", "noticed", "reserved"}
 	scalar := runJSON("--preemption-cost", "30")
 	for _, f := range newFields {

@@ -20,16 +20,16 @@ func init() {
 
 func newStatusCmd() *view {
 	v := newView("status", "Show the running agent's rounds, GPU usage and jobs", "[options]", byVC|byUser|byState, 0, 0)
-	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		s.Jobs = o.jobs(s.Jobs)
 		if o.vc != "" {
 			s.VCs = slices.DeleteFunc(s.VCs, func(v agent.VC) bool { return v.Name != o.vc })
 		}
-		return s, s.RoundSeconds, nil
+		return s, s, nil
 	}
 	v.text = func(w io.Writer, d any) { printStatus(w, d.(*agent.Status)) }
 	return v
@@ -42,9 +42,7 @@ func printStatus(w io.Writer, s *agent.Status) {
 	if !s.NextRound.IsZero() {
 		fmt.Fprintf(w, "Next round: %s (in %s)\n", s.NextRound.Format(time.TimeOnly), time.Until(s.NextRound).Round(time.Second))
 	}
-	if s.LeaderAddr != "" && !s.Leader {
-		fmt.Fprintf(w, "Leader:     no, the leader is %s\n", s.LeaderAddr)
-	}
+	fmt.Fprintf(w, "Leader:     %s\n", leaderLine(s))
 	var vcs []string
 	for _, v := range s.VCs {
 		vcs = append(vcs, v.Name+" ("+v.Policy+")")
@@ -68,6 +66,17 @@ func printStatus(w io.Writer, s *agent.Status) {
 	printUsers(w, s.VCs, types)
 	fmt.Fprintln(w)
 	printJobs(w, s.Jobs)
+}
+
+// leaderLine is "yes" for the leader, else "standby; leader at ADDR".
+func leaderLine(s *agent.Status) string {
+	switch {
+	case s.Leader:
+		return "yes"
+	case s.LeaderAddr != "":
+		return "standby; leader at " + s.LeaderAddr
+	}
+	return "standby; leader unknown"
 }
 
 // printUsers prints each gandiva_fair VC's users (tickets, GPUs per type

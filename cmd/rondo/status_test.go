@@ -10,7 +10,6 @@ import (
 
 	"github.com/rondo-sched/rondo/allocator/agent"
 	"github.com/rondo-sched/rondo/allocator/engine"
-	rhcl "github.com/rondo-sched/rondo/hcl"
 	"github.com/rondo-sched/rondo/policies/fairshare"
 )
 
@@ -90,26 +89,5 @@ func TestStatusGandivaFairUsers(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
-	}
-}
-
-// A cell VC's quota in GPUs per type, from the config's cell types; a
-// quota-only VC has none (its share is its quota).
-func TestCellQuotaGPUs(t *testing.T) {
-	cfg, diags := rhcl.LoadPath("testdata/cluster.hcl")
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	for i, want := range []int{8, 8} {
-		if got := cellQuotaGPUs(cfg, cfg.VCs[i]); len(got) != 1 || got["v100"] != want {
-			t.Errorf("vc %s: %v, want v100 %d", cfg.VCs[i].Name, got, want)
-		}
-	}
-	cfg.VCs[0].Quota[0].CellType = "derived-at-run-time"
-	if got := cellQuotaGPUs(cfg, cfg.VCs[0]); got != nil {
-		t.Errorf("unknown cell type: %v", got)
-	}
-	if got := cellQuotaGPUs(cfg, rhcl.VC{Name: "q", GPUs: map[string]int{"v100": 2}}); got != nil {
-		t.Errorf("quota-only VC: %v", got)
 	}
 }

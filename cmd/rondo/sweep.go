@@ -18,6 +18,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/synergy"
 	"github.com/rondo-sched/rondo/allocator/throughputs"
 	"github.com/rondo-sched/rondo/allocator/trace"
+	"github.com/rondo-sched/rondo/internal/progress"
 )
 
 func init() {
@@ -31,6 +32,7 @@ type sweepCmd struct {
 	perServer, jobs, parallel, maxActive                                       int
 	round, maxTime, cdfRate, yMax, cpus, memGB                                 float64
 	multiGPU, multiPriority, compat, ideal, resume, plotOnly, synergyCompat    bool
+	progress                                                                   bool
 }
 
 func newSweep() *sweepCmd {
@@ -64,6 +66,7 @@ func newSweep() *sweepCmd {
 	f.Float64Var(&c.memGB, "mem-per-server", 0, "memory per server in GB for +PLACEMENT specs (default 62.5 per GPU)")
 	f.BoolVar(&c.synergyCompat, "synergy-compat", false, "+PLACEMENT specs run in Synergy's reference model (two speeds, re-placed every round, its round grid; see rondo simulate)")
 	f.StringVar(&c.title, "title", "", "figure title")
+	f.BoolVar(&c.progress, "progress", false, "a progress bar with ETA on stderr even when it is not a terminal (default: only on a terminal)")
 	f.Float64Var(&c.yMax, "ymax", 0, "top of the JCT axis, hours (0: automatic)")
 	return c
 }
@@ -227,8 +230,16 @@ func (c *sweepCmd) Run(args []string) int {
 	defer jf.Close()
 	start := time.Now()
 	executed := 0
+	// The runs left (resumed ones excluded) with an ETA, under the per-run
+	// lines; on stderr, and only on a terminal unless -progress.
+	wantBar := progress.Enabled(c.stderr, c.progress)
+	var bar *progress.Bar
+	defer func() { bar.Done(true) }()
 	cfg.Progress = func(done, total int, r *sweep.Run) {
 		executed++
+		if bar == nil && wantBar {
+			bar = progress.New(c.stderr, "sweep", total)
+		}
 		if err := sweep.AppendJournal(jf, r); err != nil {
 			fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
 		}
@@ -245,8 +256,14 @@ func (c *sweepCmd) Run(args []string) int {
 		if r.Result != nil {
 			wall = r.Result.WallS
 		}
-		fmt.Fprintf(c.stderr, "[%d/%d %.0fs] %s rate=%g seed=%d: %s (%.1f s, %.0f sim-h/s)\n", done, total,
+		line := fmt.Sprintf("[%d/%d %.0fs] %s rate=%g seed=%d: %s (%.1f s, %.0f sim-h/s)", done, total,
 			time.Since(start).Seconds(), r.Policy, r.Rate, r.Seed, status, wall, r.SimHoursPerWallS)
+		if bar == nil {
+			fmt.Fprintln(c.stderr, line)
+			return
+		}
+		bar.Line(line)
+		bar.Set(done, "")
 	}
 	var runs []sweep.Run
 	if c.plotOnly {
@@ -254,6 +271,7 @@ func (c *sweepCmd) Run(args []string) int {
 	} else if runs, err = sweep.Execute(cfg); err != nil {
 		return c.fail(err)
 	}
+	bar.Done(true)
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),
 		ElapsedS: time.Since(start).Seconds(), Parallel: c.parallel}
 	rep.SimHours, rep.RunWallS = sweep.Throughput(runs)

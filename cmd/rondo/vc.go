@@ -29,31 +29,31 @@ func (*vcCmd) Run([]string) int { return cli.RunResultHelp }
 func newVCStatus() *view {
 	v := newView("vc status", "Show each VC's quota, used, borrowed and lent GPUs per type, entitled vs received GPU time, running and pending jobs",
 		"[options] [VC]", byVC, 0, 1)
-	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (any, float64, error) {
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (any, *agent.Status, error) {
 		s, err := c.status(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		want := o.vc
 		if len(args) == 1 {
 			want = args[0]
 		}
 		if want == "" {
-			return s.VCs, s.RoundSeconds, nil
+			return s.VCs, s, nil
 		}
 		for _, v := range s.VCs {
 			if v.Name == want {
 				if len(args) == 1 {
-					return v, s.RoundSeconds, nil
+					return v, s, nil
 				}
-				return []agent.VC{v}, s.RoundSeconds, nil
+				return []agent.VC{v}, s, nil
 			}
 		}
 		var names []string
 		for _, v := range s.VCs {
 			names = append(names, v.Name)
 		}
-		return nil, 0, fmt.Errorf("vc %q is unknown to the agent (its VCs: %s)", want, strings.Join(names, ", "))
+		return nil, s, fmt.Errorf("vc %q is unknown to the agent (its VCs: %s)", want, strings.Join(names, ", "))
 	}
 	v.text = func(w io.Writer, d any) {
 		switch d := d.(type) {

@@ -56,14 +56,14 @@ type viewOptions struct {
 }
 
 // view is one read-only command. get fetches what it shows (the value
-// -json prints and -t executes on) with the round length (the watch
-// interval); text prints that value for people.
+// -json prints and -t executes on) with the status it read (-watch paces
+// itself by its rounds); text prints that value for people.
 type view struct {
 	base
 	o          viewOptions
 	minArgs    int
 	maxArgs    int
-	get        func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (v any, roundS float64, err error)
+	get        func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (v any, st *agent.Status, err error)
 	text       func(w io.Writer, v any)
 	hasFilters filters
 }
@@ -143,7 +143,7 @@ func (v *view) Run(args []string) int {
 	}
 	tty := isTerminal(v.stdout)
 	for n := 1; ; n++ {
-		data, roundS, err := v.get(ctx, c, o, pos)
+		data, st, err := v.get(ctx, c, o, pos)
 		switch {
 		case err != nil && !watching:
 			return v.fail(err)
@@ -169,10 +169,7 @@ func (v *view) Run(args []string) int {
 		}
 		wait := o.interval
 		if wait <= 0 {
-			wait = time.Duration(roundS * float64(time.Second))
-		}
-		if wait <= 0 {
-			wait = 10 * time.Second
+			wait = nextRender(st, time.Now())
 		}
 		select {
 		case <-ctx.Done():
@@ -180,6 +177,22 @@ func (v *view) Run(args []string) int {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// nextRender is how long -watch waits for the next round: until just after
+// the agent's next round when the status says when that is, else a round
+// length (10 s when unknown).
+func nextRender(st *agent.Status, now time.Time) time.Duration {
+	round := 10 * time.Second
+	if st != nil && st.RoundSeconds > 0 {
+		round = time.Duration(st.RoundSeconds * float64(time.Second))
+	}
+	if st != nil && !st.NextRound.IsZero() {
+		if d := st.NextRound.Sub(now); d > 0 && d <= round {
+			return d + 500*time.Millisecond // the round's decision recorded
+		}
+	}
+	return round
 }
 
 // render prints data as JSON, through the template, or as the view's text.

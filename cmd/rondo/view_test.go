@@ -314,3 +314,22 @@ func TestViewsTokenAddrWatch(t *testing.T) {
 		t.Errorf("-json -t: %d %s", code, errOut)
 	}
 }
+
+// -watch renders just after the agent's next round, else every round.
+func TestNextRender(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		st   *agent.Status
+		want time.Duration
+	}{
+		{nil, 10 * time.Second},
+		{&agent.Status{RoundSeconds: 20}, 20 * time.Second},
+		{&agent.Status{RoundSeconds: 20, NextRound: now.Add(2 * time.Second)}, 2500 * time.Millisecond},
+		{&agent.Status{RoundSeconds: 20, NextRound: now.Add(-time.Second)}, 20 * time.Second},
+		{&agent.Status{RoundSeconds: 20, NextRound: now.Add(time.Hour)}, 20 * time.Second},
+	} {
+		if got := nextRender(c.st, now); got != c.want {
+			t.Errorf("nextRender(%+v): %v, want %v", c.st, got, c.want)
+		}
+	}
+}

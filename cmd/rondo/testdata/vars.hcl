@@ -1,0 +1,2 @@
+vc   = "research"
+gpus = 2

@@ -1,0 +1,3 @@
+telemetry {
+  collection_interval = "0s"
+}

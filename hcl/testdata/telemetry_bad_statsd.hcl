@@ -1,0 +1,3 @@
+telemetry {
+  statsd_address = "localhost"
+}

@@ -1,0 +1,3 @@
+telemetry {
+  prometheus_metrics = "yes"
+}

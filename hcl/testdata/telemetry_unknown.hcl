@@ -1,0 +1,3 @@
+telemetry {
+  statsd = "h:8125"
+}
