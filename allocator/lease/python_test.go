@@ -42,6 +42,8 @@ type pyGrant struct {
 	PS            int     `json:"ps"`
 	TotalBatch    int     `json:"total_batch"`
 	Index         int     `json:"index"`
+	// stopAt is fixed when the grant is set (as a round fixes it).
+	stopAt time.Time
 }
 
 // pyReport is a report as the sink got it (nil: the report did not say).
@@ -74,7 +76,7 @@ func (d *pyDecider) Lease(_ context.Context, c Caller) (Grant, error) {
 	out := Grant{Continue: g.Continue, ExpiresAt: now.Add(time.Duration(exp * float64(time.Second))), Round: g.Round,
 		CheckpointDir: g.CheckpointDir}
 	if g.CheckpointNow {
-		out.CheckpointNow, out.StopAt = true, now.Add(time.Duration(g.StopInS*float64(time.Second))).Truncate(time.Second)
+		out.CheckpointNow, out.StopAt = true, g.stopAt
 	}
 	if g.Role != "" {
 		out.Roles = &Roles{Role: g.Role, Workers: g.Workers, PS: g.PS, TotalBatch: g.TotalBatch}
@@ -148,6 +150,7 @@ func (d *pyDecider) control(t *testing.T, s signer) http.Handler {
 			http.Error(w, err.Error(), 400)
 			return
 		}
+		in.stopAt = time.Now().Add(time.Duration(in.StopInS * float64(time.Second))).Truncate(time.Second)
 		d.mu.Lock()
 		d.grants[in.Job] = in.pyGrant
 		d.mu.Unlock()
