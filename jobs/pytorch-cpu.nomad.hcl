@@ -30,6 +30,12 @@ variable "report_interval" {
   description = "how often the job reports progress and asks for its lease (RONDO_REPORT_INTERVAL)"
 }
 
+variable "debug" {
+  type        = string
+  default     = "0"
+  description = "1: the job logs every progress report it sends (RONDO_DEBUG)"
+}
+
 variable "lease_addr" {
   type        = string
   default     = "127.0.0.1:4701"
@@ -98,6 +104,7 @@ job "pytorch-cpu" {
         RONDO_LEASE_ADDR      = var.lease_addr
         RONDO_REPORT_INTERVAL = var.report_interval
         RONDO_TORCH_THREADS   = "1"
+        RONDO_DEBUG           = var.debug
       }
 
       resources {

@@ -121,6 +121,7 @@ class Session:
         self._mu = threading.Lock()
         self._steps = 0  # steps done since the job's first start
         self._first_step_at = None  # monotonic time of the first step of this process
+        self._last_step_at = None  # monotonic time of the last step
         self._win_steps = None  # the steps at the start of the throughput window
         self._win_at = None
         self._ck_at = None  # Unix time of the last checkpoint (written, or resumed from)
@@ -137,6 +138,7 @@ class Session:
         self._thread = None
         self.last_rate = None  # the steps/s of the last report sent
         self.reports = 0
+        self.debug = False  # log every report (RONDO_DEBUG=1)
 
     # -- construction --------------------------------------------------
 
@@ -147,7 +149,8 @@ class Session:
         RONDO_CHECKPOINT_DIR, RONDO_REPORT_INTERVAL (seconds or a duration,
         default 10s: the reporter also asks shortly before each lease
         expires), RONDO_PARTNER, NOMAD_ALLOC_INDEX (only index 0 reports
-        progress; every task asks for its lease). Without RONDO_LEASE_ADDR
+        progress; every task asks for its lease), RONDO_DEBUG=1 (log every
+        report). Without RONDO_LEASE_ADDR
         the session runs without the API (standalone)."""
         env = os.environ if environ is None else environ
         lg = log or (lambda msg: print("rondo: " + msg, flush=True))
@@ -169,6 +172,7 @@ class Session:
         kw.setdefault("alloc_index", index)
         s = cls(client=client, log=lg, install_signals=install_signals, **kw)
         s._env = env
+        s.debug = env.get("RONDO_DEBUG", "") not in ("", "0", "false")
         return s
 
     def start(self):
@@ -270,6 +274,7 @@ class Session:
                 self._restore_s = max(time.time() - self.started_at, 0.0)
                 self._win_steps, self._win_at = int(steps_done), now
             self._steps = int(steps_done)
+            self._last_step_at = now
 
     @property
     def restore_s(self):
@@ -297,7 +302,10 @@ class Session:
             return
         self._closed.set()
         if self._thread is not None:
-            self._thread.join(timeout=timeout)
+            # A call of the reporter's in flight may wait on the API (it
+            # answers slowly while the allocator enforces a round): the
+            # last report does not wait for it (the thread is a daemon).
+            self._thread.join(timeout=min(timeout, 1.0))
         if report and self.client is not None and self.chief:
             self._report(final=True, timeout=timeout)
 
@@ -312,16 +320,19 @@ class Session:
             sys.stdout.flush()
 
     def _report(self, final=False, timeout=None):
-        now = time.monotonic()
+        # The window runs from the end of the previous one to the last
+        # step: steps over the wall time they took, stalls included, but
+        # never the time after training stopped (a stop, the end, a report
+        # that waited on the API).
         with self._mu:
             if self._first_step_at is None:
                 return  # not trained yet: nothing measured, restore_s unknown
-            steps = self._steps
-            dt = now - self._win_at
+            steps, end = self._steps, self._last_step_at
+            dt = end - self._win_at
             rate = (steps - self._win_steps) / dt if dt > 0 else 0.0
             ck_at, ck_s, restore_s = self._ck_at, self._ck_s, self._restore_s
             epochs = self.epochs_done
-        if final and dt < 0.5 * self.report_every:
+        if final and dt < 0.5:
             rate = 0.0  # too short a window to measure: progress only
         try:
             self.client.report(steps, max(rate, 0.0), self.gpu_type, partner=self.partner, epochs_done=epochs,
@@ -330,9 +341,11 @@ class Session:
             self._api_error(e)
             return
         with self._mu:
-            self._win_steps, self._win_at = steps, now
+            self._win_steps, self._win_at = steps, end
         self.last_rate = rate
         self.reports += 1
+        if self.debug:
+            self.log("report: steps_done=%d steps_per_s=%.3f over %.3f s%s" % (steps, rate, dt, " (last)" if final else ""))
 
     def _api_error(self, e):
         if not self._failing:
