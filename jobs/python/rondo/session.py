@@ -315,9 +315,12 @@ class Session:
         if self._stop_signal is None:
             self._stop_signal = signum
             name = signal.Signals(signum).name
-            # print, not self.log: a handler must not take the log's locks.
-            sys.stdout.write("rondo: %s: checkpoint and exit\n" % name)
-            sys.stdout.flush()
+            # os.write, not print: the handler may interrupt a print of the
+            # main thread, and sys.stdout's buffer is not reentrant.
+            try:
+                os.write(sys.stdout.fileno(), ("rondo: %s: checkpoint and exit\n" % name).encode())
+            except (OSError, ValueError, AttributeError):
+                pass
 
     def _report(self, final=False, timeout=None):
         # The window runs from the end of the previous one to the last
