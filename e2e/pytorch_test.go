@@ -79,7 +79,7 @@ func allocStderr(c *api.Client, alloc string) string {
 
 // TestPyTorchJobOnNomad (#19, "Job side"): the real PyTorch example job
 // (jobs/pytorch-cpu.nomad.hcl: jobs/python/train_mlp.py under
-// rondo.torch, Debian's python3-torch on CPU; 800 steps) on one client
+// rondo.torch, Debian's python3-torch on CPU; 1200 steps) on one client
 // with one fake V100, one VC under max_min_fairness (LAS), 4 s rounds.
 // Once it has trained 20 steps (its loss already ~0.2 of ~1; the earlier
 // the competitor comes, the likelier the stop lands before the last step
@@ -110,7 +110,7 @@ func allocStderr(c *api.Client, alloc string) string {
 //   - (c) the job finishes: its last allocation logs "done at step=N" and
 //     exits 0, Nomad marks the job dead with no failed allocation.
 func TestPyTorchJobOnNomad(t *testing.T) {
-	const steps = 800
+	const steps = 1200
 	py := pythonTorch(t)
 	cfg := `round_seconds = 4
 vc "research" {
