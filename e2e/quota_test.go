@@ -27,7 +27,8 @@ vc "shared" {
 // 2 K80: no VC ever holds more than its share of a type; under FIFO the
 // two oldest jobs of "first" hold their GPUs throughout and its third
 // never runs; under LAS "shared" rotates its three jobs, so its third
-// runs within a few rounds; /v1/status shows each job's VC.
+// runs within a few rounds; /v1/status shows each job's VC, and FIFO's
+// third job waiting over its VC's quota.
 func TestQuotaVCsOnNomad(t *testing.T) {
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}, quotaConfig)
 	c := s.c.API
@@ -95,6 +96,12 @@ func TestQuotaVCsOnNomad(t *testing.T) {
 	for _, id := range []string{"s0", "s1", "s2"} {
 		if !ran[id] {
 			t.Errorf("LAS VC never ran %s in 40 s of 4 s rounds", id)
+		}
+	}
+	// What its user sees (#19): FIFO's third job waits over its VC's quota.
+	for _, j := range s.status(a).Jobs {
+		if j.ID == "q2" && (j.PendingKind != "over_quota" || j.Pending != "over quota: VC first uses all of its share of k80, v100") {
+			t.Errorf("q2: %q (%s), want over quota", j.Pending, j.PendingKind)
 		}
 	}
 }

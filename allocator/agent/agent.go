@@ -301,6 +301,9 @@ type Agent struct {
 	done   map[string]JobStatus
 	// refused are the jobs the last plan refused, with the reason.
 	refused map[string]string
+	// tracks are each listed job's history and what its pending fields
+	// need between rounds (pending.go; in memory only).
+	tracks map[string]*tracked
 
 	// measured gathers the lease API's throughput reports since the last
 	// snapshot, per job and GPU type (under smu); Observed hands their
@@ -497,7 +500,7 @@ func (a *Agent) StepContext(ctx context.Context) error {
 	b, e, log, tel := a.cfg.Backend, a.cfg.Engine, a.cfg.Logger, a.cfg.Telemetry
 	a.begin = time.Now()
 	a.mu.Unlock()
-	_, _, err := (loop.Round{Backend: b, Decider: e, Recorder: a}).Step(ctx)
+	_, _, err := (loop.Round{Backend: b, Decider: e, Recorder: a, Explain: true}).Step(ctx)
 	if tel != nil {
 		tel.RoundEnded(err)
 	}
@@ -536,6 +539,7 @@ func (a *Agent) Observed(_ context.Context, s *engine.Snapshot) error {
 	if c, ok := b.(Creditor); ok {
 		a.marks = c.CreditMarks()
 	}
+	a.rejectUndeclared(s)
 	a.applyMeasured(s)
 	return nil
 }
@@ -747,6 +751,10 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, r := range p.Reservations {
 		reserved[r.Job] = r
 	}
+	waits := make(map[string]*engine.Waiting, len(p.Waiting))
+	for i := range p.Waiting {
+		waits[p.Waiting[i].Job] = &p.Waiting[i]
+	}
 	refused := map[string]string{}
 	for _, u := range p.Users {
 		for j, why := range u.Refused {
@@ -765,6 +773,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	}
 	a.refused = refused
 	a.recordUsers(p.Users)
+	a.pendingRound(s, p, round, now)
 	jobs := make([]JobStatus, 0, len(s.Jobs))
 	known := make(map[string]bool, len(s.Jobs))
 	for _, j := range s.Jobs {
@@ -825,12 +834,22 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 			}
 		}
 		js.Rounds = a.rounds[j.ID]
+		_, running := on[j.ID]
+		a.pending(&js, &j, s, waits[j.ID], refused[j.ID], running, round, now)
 		jobs = append(jobs, js)
+	}
+	// Rejected jobs are listed, never leased (not known to the lease API).
+	rejected := make(map[string]bool, len(s.Rejected))
+	for _, r := range s.Rejected {
+		if !known[r.Job] && !rejected[r.Job] {
+			rejected[r.Job] = true
+			jobs = append(jobs, a.rejected(r, s, round, now))
+		}
 	}
 	// Jobs that were active last round and are gone have finished (or
 	// were removed); keep the last few for `rondo job status`.
 	for _, prev := range a.status.Jobs {
-		if !known[prev.ID] && prev.State != "done" {
+		if !known[prev.ID] && !rejected[prev.ID] && prev.State != "done" && prev.State != "rejected" {
 			prev.State, prev.GPUs, prev.ETA, prev.Throughput, prev.X = "done", nil, nil, 0, nil
 			a.done[prev.ID] = prev
 			delete(a.rounds, prev.ID)
@@ -838,11 +857,11 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	}
 	const keepDone = 200
 	for id := range a.done {
-		if known[id] || len(a.done) > keepDone {
+		if known[id] || rejected[id] || len(a.done) > keepDone {
 			delete(a.done, id)
 		}
 	}
-	stateOrder := map[string]int{"running": 0, "suspended": 1, "queued": 2, "done": 3}
+	stateOrder := map[string]int{"running": 0, "suspended": 1, "queued": 2, "unschedulable": 3, "rejected": 4, "done": 5}
 	sort.SliceStable(jobs, func(i, k int) bool { return stateOrder[jobs[i].State] < stateOrder[jobs[k].State] })
 	doneIDs := make([]string, 0, len(a.done))
 	for id := range a.done {
@@ -852,6 +871,11 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	for _, id := range doneIDs {
 		jobs = append(jobs, a.done[id])
 	}
+	listed := make(map[string]bool, len(jobs))
+	for _, js := range jobs {
+		listed[js.ID] = true
+	}
+	a.forgetTracks(listed)
 	planned := make(map[string]bool, len(on))
 	for j := range on {
 		planned[j] = true
@@ -981,7 +1005,8 @@ func (a *Agent) Status() Status {
 	return s
 }
 
-// Handler serves GET /v1/status as JSON, GET /v1/health, and GET /metrics
+// Handler serves GET /v1/status and GET /v1/jobs/{id} (one job with its
+// history, pending.go) as JSON, GET /v1/health, and GET /metrics
 // (Prometheus) when Telemetry is configured. With an Authorizer every path
 // but /metrics and /v1/health needs a token (auth.go).
 func (a *Agent) Handler() http.Handler {
@@ -996,6 +1021,7 @@ func (a *Agent) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(a.Status())
 	})
+	mux.HandleFunc("GET /v1/jobs/{id}", a.serveJob)
 	return a.guard(mux)
 }
 

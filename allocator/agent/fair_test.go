@@ -57,6 +57,10 @@ func TestStatusGandivaFair(t *testing.T) {
 	if huge == nil || !strings.Contains(huge.Refused, "larger than any generation") || huge.User != "bob" {
 		t.Fatalf("huge: %+v", huge)
 	}
+	// The refusal is its pending reason (#19).
+	if huge.State != "unschedulable" || huge.PendingKind != "unschedulable" || huge.Pending != huge.Refused {
+		t.Errorf("huge's pending fields: %+v", huge)
+	}
 	if n := strings.Count(logs.String(), "job refused"); n != 1 {
 		t.Errorf("refusal logged %d times, want once:\n%s", n, logs.String())
 	}

@@ -85,6 +85,9 @@ type Reason struct {
 	Need, Free   int
 	Than         string
 	ThanPriority float64
+	// VC is the job's VC whose quota it is over (OverQuota), or whose
+	// quota bounds its gang (Unschedulable; "" when no quota did).
+	VC string
 }
 
 // ReasonKind is the kind of a Reason.
@@ -171,6 +174,26 @@ func (r Reason) String() string {
 		return fmt.Sprintf("backfills GPUs of %s reserved from t=%.0fs (priority %.4g)", r.To, r.Until, r.Priority)
 	case NoCPUFit:
 		return "placement: its best-case cores and memory do not fit where GPUs are free (greedy skips it)"
+	case OverQuota:
+		if r.Need > 1 {
+			return fmt.Sprintf("over quota: a gang of %d GPUs does not fit in what VC %s has left of its share of %s", r.Need, r.VC, r.To)
+		}
+		return fmt.Sprintf("over quota: VC %s uses all of its share of %s", r.VC, r.To)
+	case WaitsForGang:
+		return fmt.Sprintf("waits for a gang of %d GPUs on one server: at most %d free together on %s (priority %.4g)", r.Need, r.Free, r.To, r.Priority)
+	case LowerPriority:
+		if r.Than == "" {
+			return fmt.Sprintf("waits: not selected this round, no job runs on a GPU type it can use (priority %.4g)", r.Priority)
+		}
+		return fmt.Sprintf("lower priority than %s (priority %.4g vs %.4g)", r.Than, r.Priority, r.ThanPriority)
+	case Unschedulable:
+		switch {
+		case r.To == "":
+			return fmt.Sprintf("unschedulable: no GPU type it can run on is in the cluster (a gang of %d GPUs)", r.Need)
+		case r.VC != "":
+			return fmt.Sprintf("unschedulable: a gang of %d GPUs, the most its VC %s can ever hold is %d (%s)", r.Need, r.VC, r.Free, r.To)
+		}
+		return fmt.Sprintf("unschedulable: a gang of %d GPUs, the most it can ever hold is %d (%s)", r.Need, r.Free, r.To)
 	}
 	return ""
 }

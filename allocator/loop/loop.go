@@ -4,8 +4,9 @@
 //
 //	Backend.Observe ─► Recorder.Observed ─► Decider.Round ─► Recorder.Decided ─► Backend.Enforce ─► Recorder.Enforced
 //	(received time                         (the plan, with     (the durable record:   (the plan's
-//	 credited from what                     its intents)        nothing is enforced    intents carried
-//	 enforcement ran)                                           unless it is kept)     out)
+//	 credited from what                     its intents; with   nothing is enforced    intents carried
+//	 enforcement ran)                       Round.Explain, why  unless it is kept)     out)
+//	                                        the others wait)
 //
 // The backends (allocator/sim, allocator/nomad) implement Backend; the
 // agent is the Recorder that makes a round durable; the simulator has none.
@@ -68,6 +69,11 @@ type Round struct {
 	Backend  Backend
 	Decider  Decider
 	Recorder Recorder // nil: nothing is recorded
+	// Explain fills each plan's Waiting (engine.ExplainQuotas, with the
+	// decider's VC quotas when it tells them, QuotasOf) after the decision
+	// and before it is recorded: why each job the plan does not run waits.
+	// The agent always sets it; the simulator only when asked (it costs).
+	Explain bool
 }
 
 // Step runs one round: observe, decide, record, enforce. It returns the
@@ -90,6 +96,9 @@ func (r Round) Step(ctx context.Context) (*engine.Snapshot, *engine.Plan, error)
 	p, err := r.Decider.Round(s)
 	if err != nil {
 		return s, nil, err
+	}
+	if r.Explain {
+		engine.ExplainQuotas(s, p, QuotasOf(r.Decider))
 	}
 	if r.Recorder != nil {
 		if err := r.Recorder.Decided(ctx, s, p); err != nil {

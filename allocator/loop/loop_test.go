@@ -115,3 +115,55 @@ func TestWallClock(t *testing.T) {
 		t.Errorf("fatal: %v", err)
 	}
 }
+
+// quotaDecider is a decider that tells its VCs' quotas, wrapped as the
+// stages wrap deciders.
+type quotaDecider struct{ Decider }
+
+func (quotaDecider) Quotas() engine.Quotas { return engine.Quotas{"": {"v100": 0}} }
+
+type wrapper struct{ next Decider }
+
+func (w wrapper) Round(s *engine.Snapshot) (*engine.Plan, error) { return w.next.Round(s) }
+func (w wrapper) Quotas() engine.Quotas                          { return QuotasOf(w.next) }
+
+// waitBackend: one V100, two one-GPU jobs.
+type waitBackend struct{ trail }
+
+func (b *waitBackend) Observe() (*engine.Snapshot, error) {
+	s, _ := b.trail.Observe()
+	j := s.Jobs[0]
+	j.ID = "k"
+	s.Jobs = append(s.Jobs, j)
+	return s, nil
+}
+
+// TestStepExplains: with Explain the plan says why the job it does not run
+// waits, with the decider's quotas through a wrapping stage; without, it
+// says nothing.
+func TestStepExplains(t *testing.T) {
+	newEngine := func() *engine.Engine {
+		e, err := engine.New(engine.Config{Policy: "max_min_fairness_perf"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	_, p, err := (Round{Backend: &waitBackend{}, Decider: newEngine(), Explain: true}).Step(context.Background())
+	if err != nil || len(p.Assignments) != 1 || len(p.Waiting) != 1 || p.Waiting[0].Reason.Kind != engine.LowerPriority {
+		t.Fatalf("explained: %v %+v", err, p)
+	}
+	_, p, _ = (Round{Backend: &waitBackend{}, Decider: newEngine()}).Step(context.Background())
+	if p.Waiting != nil {
+		t.Errorf("not asked, explained: %+v", p.Waiting)
+	}
+	// A quota of 0 V100s: the waiting job can never run in its VC.
+	d := wrapper{quotaDecider{newEngine()}}
+	if q := QuotasOf(d); q[""]["v100"] != 0 || q == nil {
+		t.Fatalf("quotas through the wrapper: %v", q)
+	}
+	_, p, _ = (Round{Backend: &waitBackend{}, Decider: d, Explain: true}).Step(context.Background())
+	if len(p.Waiting) != 1 || p.Waiting[0].Reason.Kind != engine.Unschedulable {
+		t.Errorf("with quotas: %+v", p.Waiting)
+	}
+}

@@ -161,6 +161,9 @@ type Backend struct {
 	listed []engine.Node      // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
 	caps   map[string]nodeCap // CPU and memory of the observed GPU nodes (resources.go)
 	warned map[string]bool
+	// rejects are the opted-in jobs this Observe will not schedule as
+	// submitted (reject): the snapshot's Rejected.
+	rejects []engine.Rejection
 	// finished: jobs whose "finished" line was logged, while Nomad lists them
 	// (their state is dropped, so without it the line repeats every round).
 	finished map[string]bool
@@ -429,6 +432,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	}
 	specs := b.readJobs(ids)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
+	b.rejects = nil
 	seen := map[string]bool{}
 	roles := map[string]roleInfo{}
 	var shared []string // jobs on MPS shares, in snapshot order
@@ -461,6 +465,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 			snap.Running = append(snap.Running, a)
 		}
 	}
+	snap.Rejected = b.rejects
 	b.observeRoles(roles)
 	b.fillWork(snap.Jobs)
 	for id := range b.jobs {
@@ -494,8 +499,27 @@ func schedulable(s *api.JobListStub) bool {
 		!s.ParameterizedJob && !s.Periodic
 }
 
+// reject lists an opted-in job Rondo will not schedule as submitted in
+// this round's snapshot (Snapshot.Rejected: the agent shows it as
+// rejected, with the reason) and warns once, "job ignored: " + what, with
+// the key-value pairs kv (an "error" pair's value ends the reason).
+func (b *Backend) reject(id string, job *api.Job, what string, kv ...any) {
+	if !b.warned[id] {
+		b.warned[id] = true
+		b.log.Warn("job ignored: "+what, append([]any{"job", id}, kv...)...)
+	}
+	reason := what
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "error" {
+			reason = fmt.Sprintf("%s: %v", what, kv[i+1])
+		}
+	}
+	b.rejects = append(b.rejects, engine.Rejection{Job: id, Namespace: deref(job.Namespace), VC: job.Meta[hcl.MetaVC],
+		User: job.Meta[hcl.MetaUser], Reason: reason})
+}
+
 // observeJob refreshes one job; ok is false when it is not active (finished,
-// unreadable policy, no GPU request).
+// unreadable policy, no GPU request: the last ones rejected, reject).
 func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[string]bool, allocs []*api.AllocationListStub) (*jobState, bool) {
 	if job == nil {
 		return nil, false // unreadable (logged by readJobs)
@@ -506,27 +530,18 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		// a register without it reads as turning the child into a
 		// parameterized job ("cannot update non-parameterized job to being
 		// parameterized"); Dispatched itself is read-only.
-		if !b.warned[id] {
-			b.warned[id] = true
-			b.log.Warn("job ignored: a dispatched job cannot be re-registered through Nomad's API, so Rondo cannot admit it; "+
-				"submit each run as its own job (or use a periodic job)", "job", id, "parent", deref(job.ParentID))
-		}
+		b.reject(id, job, "a dispatched job cannot be re-registered through Nomad's API, so Rondo cannot admit it; "+
+			"submit each run as its own job (or use a periodic job)", "parent", deref(job.ParentID))
 		return nil, false
 	}
 	pol, err := hcl.PolicyFromMeta(job.Meta)
 	if err != nil {
-		if !b.warned[id] {
-			b.warned[id] = true
-			b.log.Warn("job ignored: bad rondo meta", "job", id, "error", err)
-		}
+		b.reject(id, job, "bad rondo meta", "error", err)
 		return nil, false
 	}
 	if pol.Profile != "" && b.cfg.CheckProfile != nil {
 		if err := b.cfg.CheckProfile(pol.Profile); err != nil {
-			if !b.warned[id] {
-				b.warned[id] = true
-				b.log.Warn("job ignored: bad rondo meta", "job", id, "error", hcl.MetaProfile+": "+err.Error())
-			}
+			b.reject(id, job, "bad rondo meta", "error", hcl.MetaProfile+": "+err.Error())
 			return nil, false
 		}
 	}
@@ -564,18 +579,12 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 		// job, its parameter servers at theirs.
 		var err error
 		if psg, err = b.twoRole(job, tg, pol, el); err != nil {
-			if !b.warned[id] {
-				b.warned[id] = true
-				b.log.Warn("job ignored: bad two-role job", "job", id, "error", err)
-			}
+			b.reject(id, job, "bad two-role job", "error", err)
 			return nil, false
 		}
 	}
 	if tg == nil || sf == 0 {
-		if !b.warned[id] {
-			b.warned[id] = true
-			b.log.Warn("job ignored: no nvidia/gpu device request", "job", id)
-		}
+		b.reject(id, job, "no nvidia/gpu device request")
 		return nil, false
 	}
 	// Admitted: in the GPU pool and pinned by Rondo. A job submitted

@@ -88,6 +88,9 @@ func (st *Stage) UnmarshalHistory(h []byte) error {
 
 func (st *Stage) RequestReset() { loop.RequestReset(st.Next) }
 
+// Quotas are Next's VC quotas (loop.QuotasOf).
+func (st *Stage) Quotas() engine.Quotas { return loop.QuotasOf(st.Next) }
+
 // Servers are the snapshot's nodes with cores and memory, each with its
 // GPU count (failed GPUs included: a failure does not change the share).
 func Servers(s *engine.Snapshot) []Server {

@@ -296,3 +296,18 @@ func (d *Cells) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	})
 	return p, nil
 }
+
+// Quotas are the VCs' virtual GPUs per GPU type (engine.Quotas, for
+// engine.ExplainQuotas: over quota, the largest gang a VC can hold; a
+// gang must also fit one of its cells, which this does not tell).
+func (d *Cells) Quotas() engine.Quotas {
+	out := engine.Quotas{}
+	for _, vc := range d.a.VCs() {
+		m := map[string]int{}
+		for _, g := range d.a.VirtualGPUs(vc) {
+			m[g.Type]++
+		}
+		out[vc] = m
+	}
+	return out
+}

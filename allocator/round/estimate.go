@@ -101,3 +101,6 @@ func (e *Estimating) MarshalHistory() ([]byte, error) { return loop.MarshalHisto
 func (e *Estimating) UnmarshalHistory(h []byte) error { return loop.UnmarshalHistory(e.Next, h) }
 
 func (e *Estimating) RequestReset() { loop.RequestReset(e.Next) }
+
+// Quotas are Next's VC quotas (loop.QuotasOf).
+func (e *Estimating) Quotas() engine.Quotas { return loop.QuotasOf(e.Next) }

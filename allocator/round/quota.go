@@ -365,3 +365,17 @@ func (q *Quota) partition(healthy []engine.GPU, jobs [][]engine.Job, running map
 		q.part[v][id] = true
 	}
 }
+
+// Quotas are the VCs' shares per GPU type (engine.Quotas, for
+// engine.ExplainQuotas: over quota, the largest gang a VC can hold).
+func (q *Quota) Quotas() engine.Quotas {
+	out := make(engine.Quotas, len(q.vcs))
+	for _, v := range q.vcs {
+		m := make(map[string]int, len(v.GPUs))
+		for t, n := range v.GPUs {
+			m[t] = n
+		}
+		out[v.Name] = m
+	}
+	return out
+}

@@ -215,3 +215,12 @@ func (t *TopoCells) RequestReset() {
 		t.inner.RequestReset()
 	}
 }
+
+// Quotas are the derived cells' VC quotas (Cells.Quotas); nil before the
+// first round.
+func (t *TopoCells) Quotas() engine.Quotas {
+	if t.inner == nil {
+		return nil
+	}
+	return t.inner.Quotas()
+}

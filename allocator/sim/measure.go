@@ -183,3 +183,6 @@ func (d *measurer) estimateError() float64 {
 	}
 	return d.errSum / float64(d.errN)
 }
+
+// Quotas are the wrapped decider's VC quotas (loop.QuotasOf).
+func (m *measurer) Quotas() engine.Quotas { return loop.QuotasOf(m.next) }

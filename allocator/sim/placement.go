@@ -449,3 +449,6 @@ func (s *simulator) baseThroughput(id string) float64 {
 	}
 	return best
 }
+
+// Quotas are the wrapped decider's VC quotas (loop.QuotasOf).
+func (h hideProfiles) Quotas() engine.Quotas { return loop.QuotasOf(h.next) }

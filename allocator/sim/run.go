@@ -88,6 +88,8 @@ type simulator struct {
 	migrations int
 	noticed    int
 	reserved   map[string]bool
+
+	waiting map[string]int // job-rounds per waiting reason (Options.Explain)
 }
 
 // Run simulates the trace to the end of the measurement window.
@@ -119,7 +121,7 @@ func Run(src Source, o Options) (*Result, error) {
 	// The one driver loop, on the simulator's virtual clock; the ideal
 	// baseline decides only the allocation and realizes it fluidly; in VC
 	// mode the given decider decides.
-	r := loop.Round{Backend: s, Decider: o.Decider}
+	r := loop.Round{Backend: s, Decider: o.Decider, Explain: o.Explain}
 	if o.Decider != nil {
 		if o.Ideal {
 			return nil, fmt.Errorf("sim: a decider of its own needs the round-based mechanism, not the ideal one")
@@ -352,6 +354,12 @@ func (s *simulator) Observe() (*engine.Snapshot, error) {
 // ideal baseline the allocation fluidly until the next arrival.
 func (s *simulator) Enforce(plan *engine.Plan) error {
 	s.vcIntents(plan)
+	for _, w := range plan.Waiting {
+		if s.waiting == nil {
+			s.waiting = map[string]int{}
+		}
+		s.waiting[w.Reason.WaitKey()]++
+	}
 	if s.o.Ideal {
 		return s.ideal(plan)
 	}
@@ -761,7 +769,7 @@ func (s *simulator) ideal(plan *engine.Plan) error {
 
 func (s *simulator) result() *Result {
 	r := &Result{Policy: s.o.Engine.Policy, Rounds: s.rounds, Recomputes: s.recomputes, Preemptions: s.preemptions, Retunes: s.retunes, EndS: s.now,
-		PeakActive: s.peakActive}
+		PeakActive: s.peakActive, WaitingReasons: s.waiting}
 	r.Finished = s.finished()
 	var jcts, rhos []float64
 	first, last := math.Inf(1), 0.0

@@ -187,6 +187,11 @@ type Options struct {
 	// DL2's time model (dl2.go); rounds are then on the grid (RoundGrid).
 	// A trace with such jobs needs it.
 	DL2 *DL2
+	// Explain tells why the jobs each plan does not run wait
+	// (loop.Round.Explain, engine.ExplainQuotas) and counts them by reason
+	// (Result.WaitingReasons). Off by default: it costs a few percent of a
+	// round's time (allocator/sim/README.md).
+	Explain bool
 	// observe, if set (tests), sees the simulator at the start of every
 	// step: s.running is the round in progress.
 	observe func(*simulator)
@@ -305,6 +310,10 @@ type Result struct {
 	HiddenPairs   int     `json:"hidden_pairs,omitempty"`
 	HiddenPairMRE float64 `json:"hidden_pair_mre,omitempty"`
 	Finished      bool    `json:"finished"`
+	// WaitingReasons counts, per waiting reason (engine.Reason.WaitKey:
+	// reserved, unschedulable, over_quota, gang, priority), the job-rounds
+	// that waited for it (Options.Explain only).
+	WaitingReasons map[string]int `json:"waiting_reasons,omitempty"`
 	// VCs are the per-VC metrics of guaranteed jobs and Opportunistic those
 	// of opportunistic jobs (VC mode only, vc.go).
 	VCs           []VCResult `json:"vcs,omitempty"`

@@ -36,7 +36,7 @@ type simulateCmd struct {
 	perServer, jobs, maxActive                                              int
 	rate, round, preempt, startCost, maxTime, measureNoise, hidePairs       float64
 	seed                                                                    int64
-	multiGPU, multiPriority, jsonOut, compat, ideal, progress               bool
+	multiGPU, multiPriority, jsonOut, compat, ideal, progress, explain      bool
 	vc                                                                      vcFlags
 	place                                                                   placeFlags
 	dl2                                                                     dl2Flags
@@ -85,6 +85,7 @@ func newSimulate() *simulateCmd {
 	c.pre.register(f)
 	f.IntVar(&c.maxActive, "max-active", 0, "stop once more than this many jobs are active at once (0: no limit)")
 	f.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.BoolVar(&c.explain, "explain", false, "tell why each waiting job waits every round (the agent's pending reasons, engine.ExplainQuotas) and count the job-rounds per reason in the JSON's waiting_reasons (costs a few percent of the run's time)")
 	f.StringVar(&c.faultsFile, "faults", "", "fault-injection CSV FILE of time_s,kind,target lines (allocator/faults)")
 	f.Float64Var(&c.hidePairs, "hide-pairs", 0, "hide this fraction of the table's measured pairs (per GPU type, seeded by --seed) from the packing policy, which sees their matrix-completion estimates instead (estimator.HidePairs); they still run at the table's throughputs")
 	f.StringVar(&c.place.traceFormat, "trace-format", "", "format of a --trace FILE: gavel (a Gavel .trace or JSON lines, the default), synergy (Synergy's job_id,model,arrival_s,iterations,gpus lines; models name allocator/synergy profiles) or dl2 (DL2's id,model,arrival_s,epochs lines, models of DL2's Table 1; jobs sized each slot in workers and parameter servers by --policy dl2|drf|fifo|optimus|srtf|tetris); with --trace continuous or static, synergy draws Synergy's synthetic workload instead of Gavel's (models by class, Gavel-like durations, one GPU a job or with --multi-gpu 1/2/4/8, seeded by --seed: 42 is the reference's); with --trace continuous (or no --trace), dl2 generates DL2's workload (--jobs, default 200; --seed; --rate in jobs per hour, default DL2's 2 per slot)")
@@ -182,7 +183,7 @@ func (c *simulateCmd) Run(args []string) int {
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Costs: c.costs,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Costs: c.costs, Explain: c.explain,
 	}
 	c.pre.apply(&o.Engine)
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {

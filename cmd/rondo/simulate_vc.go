@@ -595,7 +595,7 @@ func (c *simulateCmd) runVCSim() int {
 		Cluster:     sim.Cluster{GPUsPerServer: c.perServer, PricePerHourUS: prices},
 		Engine:      engine.Config{RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
 		Throughputs: tb, PreemptionCostS: c.preempt, Costs: c.costs, StartCostS: c.startCost, MaxTimeS: c.maxTime,
-		MaxActive: c.maxActive, MeasureNoise: c.measureNoise,
+		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Explain: c.explain,
 	}
 	if o.HiddenPairs, err = c.hiddenPairs(tb); err != nil {
 		return c.fail(err)
@@ -702,7 +702,8 @@ func (c *simulateCmd) runVCSim() int {
 			return nil
 		}
 		if !known[j.VC] {
-			return fmt.Errorf("vc: %q is not a VC of %s", j.VC, c.vc.config)
+			// The agent's words for it (a rejected job, allocator/agent).
+			return fmt.Errorf("vc: VC %q is not declared in %s (declared: %s)", j.VC, c.vc.config, strings.Join(names, ", "))
 		}
 		if !j.Opportunistic && !fitsCapacity(capacity[j.VC], j, tb) {
 			return fmt.Errorf("vc: a %d-GPU %s job fits no GPU type of vc %q", j.ScaleFactor, j.Model, j.VC)

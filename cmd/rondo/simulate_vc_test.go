@@ -251,7 +251,7 @@ func TestSimulateVCSim(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--trace", bad}, "rondo simulate: " + bad + `: line 3: vc: "nobody" is not a VC of ../../docs/vc-demo/hetero-cells.hcl` + "\n"},
+		{[]string{"--trace", bad}, "rondo simulate: " + bad + `: line 3: vc: VC "nobody" is not declared in ../../docs/vc-demo/hetero-cells.hcl (declared: prod, research)` + "\n"},
 		{[]string{"--trace", "static", "--jobs", "4", "--faults", "testdata/faults.csv"}, "rondo simulate: testdata/faults.csv:3: target: \"gpu:v100:0\": unknown node \"v100\" (the cluster has k80-0, k80-1, p100-0, p100-1, v100-0, v100-1)\n"},
 		{[]string{"--trace", "static", "--jobs", "4", "--policy", "fifo"}, "--policy does not apply to --vc-config with a Gavel trace"},
 		{[]string{"--trace", "static", "--jobs", "4", "--seeds", "0,1"}, "--seeds does not apply"},
