@@ -7,6 +7,7 @@ pkg-config --exists clp 2>/dev/null || need+=(coinor-libclp-dev)
 pkg-config --exists cbc 2>/dev/null || need+=(coinor-libcbc-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+/usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
   echo "deps: installing ${need[*]}" >&2
