@@ -41,7 +41,9 @@ vc "prod" {
 // state /v1/status gives, the waiting job's pending reason as the API says
 // it, and a job's page (#job=ID) its rounds from /v1/jobs/{id}: at least
 // its admission, each event with its intent. The page is opened with
-// ?token= (it keeps the token and sends it as X-Nomad-Token).
+// ?token= (it keeps the token and sends it as X-Nomad-Token); opened
+// without one (ACLs are on) its files load, the API answers 401 and the
+// page shows that and asks for a token.
 //
 // RONDO_SCREENSHOTS=DIR (make screenshots) also runs short jobs to their
 // end (the average JCT) and adds a gang its VC can never hold, saves
@@ -140,6 +142,14 @@ func TestWebUIOnNomad(t *testing.T) {
 		t.Errorf("job p2: reason cell %q (class %q), want the pending reason %q", got, domAttr(reason, "class"), p2.Pending)
 	}
 	t.Logf("p2 waits: %q (queue position %d)", p2.Pending, p2.QueuePosition)
+
+	// Without a token (a fresh browser profile) the files load, the API
+	// refuses and the page asks for a token.
+	doc = br.dumpDOM("http://"+a.addr+"/ui", 3*time.Second)
+	conn, form := domByID(t, doc, "conn"), domByID(t, doc, "token-form")
+	if domAttr(conn, "data-conn") != "denied" || domHas(form, "hidden") {
+		t.Errorf("without a token: connection %q, token form hidden %v; want denied and the form shown", domAttr(conn, "data-conn"), domHas(form, "hidden"))
+	}
 
 	// A suspended job's rounds: its page against /v1/jobs/{id}.
 	hist := s.jobHistory(a, suspended)
@@ -332,6 +342,11 @@ func domAttr(n *html.Node, key string) string {
 		}
 	}
 	return ""
+}
+
+// domHas says whether n has the attribute key (a boolean one: hidden).
+func domHas(n *html.Node, key string) bool {
+	return n != nil && slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == key })
 }
 
 func domHasClass(c string) func(*html.Node) bool {
