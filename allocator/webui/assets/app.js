@@ -312,7 +312,7 @@
       card('card-gpus', 'GPUs in use', used + ' / ' + healthy, total > healthy ? (total - healthy) + ' failed' : 'healthy'),
       card('card-util', 'Utilisation', healthy ? pct(used / healthy) : '–', 'now'),
       card('card-running', 'Running', String(c.running), 'jobs'),
-      card('card-waiting', 'Waiting', String(c.waiting), 'queued, suspended, rejected'),
+      card('card-waiting', 'Waiting', String(c.waiting), 'not running: queued, suspended, …'),
       card('card-done', 'Finished', String(last ? last.finished : c.done), 'since the agent started'),
       card('card-jct', 'Average JCT', last && last.avg_jct_s ? dur(last.avg_jct_s) : '–', 'finish − arrival'),
     ]);
