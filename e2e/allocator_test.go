@@ -160,7 +160,9 @@ type agentProc struct {
 	addr string
 }
 
-func (s *stack) startAgent(round string) *agentProc {
+// startAgent starts `rondo agent` with the stack's config, round length
+// round and any extra flags.
+func (s *stack) startAgent(round string, extra ...string) *agentProc {
 	s.t.Helper()
 	ports, err := cluster.FreePorts(1)
 	if err != nil {
@@ -175,6 +177,7 @@ func (s *stack) startAgent(round string) *agentProc {
 	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), "agent", "-config", s.cfgPath, "-round", round,
 		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug",
 		"-lease-addr", s.leaseAddr, "-leader-ttl", "10s")
+	a.cmd.Args = append(a.cmd.Args, extra...)
 	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {

@@ -326,6 +326,10 @@ type Agent struct {
 	// latency (under smu).
 	startedAt map[string]time.Time
 
+	// accounts: each VC's GPU time since the agent started, by name
+	// (under mu; vcview.go).
+	accounts map[string]*vcAccount
+
 	// blind: the last round could not observe Nomad (under mu).
 	blind bool
 	// begin is when the round in progress started (under mu); marks are
@@ -886,6 +890,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 	a.status.LastRound = now
 	a.status.Types = types
 	a.status.Jobs = jobs
+	a.recordViews(s, p, xs, jobs)
 }
 
 // recordUsers puts the user-level mechanisms' shares on their VCs' status
@@ -997,7 +1002,8 @@ func (a *Agent) Status() Status {
 	defer a.mu.Unlock()
 	s := a.status
 	s.Jobs = append([]JobStatus(nil), s.Jobs...)
-	s.VCs = slices.Clone(s.VCs) // recordUsers rewrites the elements
+	s.VCs = slices.Clone(s.VCs) // recordUsers and recordViews rewrite the elements
+	s.Nodes = slices.Clone(s.Nodes)
 	s.Types = make(map[string]TypeUsage, len(a.status.Types))
 	for k, v := range a.status.Types {
 		s.Types[k] = v

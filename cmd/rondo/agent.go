@@ -106,12 +106,16 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		s.policy = cfg.VCs[0].Policy
 	}
 	s.cells = cfg.CellVCs()
-	for _, v := range cfg.VCs {
+	quotas := vcQuotas(cfg)
+	for i, v := range cfg.VCs {
 		p := v.Policy
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
 		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		if len(v.Quota) > 0 {
+			vc.Quota = quotas[i].GPUs // its cells in GPUs per type (vc status)
+		}
 		for _, q := range v.Quota {
 			if vc.Cells == nil {
 				vc.Cells = map[string]int{}

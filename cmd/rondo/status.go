@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,61 +18,40 @@ func init() {
 	register("status", func() (cli.Command, error) { return newStatusCmd(), nil })
 }
 
-type statusCmd struct {
-	base
-	addr  string
-	json  bool
-	token string
+func newStatusCmd() *view {
+	v := newView("status", "Show the running agent's rounds, GPU usage and jobs", "[options]", byVC|byUser|byState, 0, 0)
+	v.get = func(ctx context.Context, c *agentClient, o *viewOptions, _ []string) (any, *agent.Status, error) {
+		s, err := c.status(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.Jobs = o.jobs(s.Jobs)
+		if o.vc != "" {
+			s.VCs = slices.DeleteFunc(s.VCs, func(v agent.VC) bool { return v.Name != o.vc })
+		}
+		return s, s, nil
+	}
+	v.text = func(w io.Writer, d any) { printStatus(w, d.(*agent.Status)) }
+	return v
 }
 
-// tokenFlag is -token of the command that runs (status): the Nomad ACL
-// token sent to the agent's status API; NOMAD_TOKEN when unset.
-var tokenFlag string
-
-// statusToken is the token fetchStatus sends.
-func statusToken() string {
-	if tokenFlag != "" {
-		return tokenFlag
-	}
-	return os.Getenv("NOMAD_TOKEN")
-}
-
-func newStatusCmd() *statusCmd {
-	c := &statusCmd{base: newBase("status", "Show the running agent's rounds, GPU usage and jobs", "[-addr URL] [-json]")}
-	c.flags.StringVar(&c.addr, "addr", "http://127.0.0.1:4700", "the agent's status API")
-	c.flags.BoolVar(&c.json, "json", false, "print the raw JSON")
-	c.flags.StringVar(&tokenFlag, "token", "", "Nomad ACL token for the status API (default NOMAD_TOKEN)")
-	return c
-}
-
-func (c *statusCmd) Run(args []string) int {
-	if code := c.parse(args); code >= 0 {
-		return code
-	}
-	s, err := fetchStatus(c.addr)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(s)
-		return 0
-	}
-	fmt.Fprintf(c.stdout, "Cluster:    %s\nPolicy:     %s\nRound:      %d (every %gs)\n", s.Cluster, s.Policy, s.Round, s.RoundSeconds)
-	fmt.Fprintf(c.stdout, "Leader:     %s\n", leaderLine(s))
+// printStatus prints the status for people: the agent, rounds, VCs, usage
+// per GPU type, a gandiva_fair VC's users and the jobs.
+func printStatus(w io.Writer, s *agent.Status) {
+	fmt.Fprintf(w, "Cluster:    %s\nPolicy:     %s\nRound:      %d (every %gs)\n", s.Cluster, s.Policy, s.Round, s.RoundSeconds)
 	if !s.NextRound.IsZero() {
-		fmt.Fprintf(c.stdout, "Next round: %s (in %s)\n", s.NextRound.Format(time.TimeOnly), time.Until(s.NextRound).Round(time.Second))
+		fmt.Fprintf(w, "Next round: %s (in %s)\n", s.NextRound.Format(time.TimeOnly), time.Until(s.NextRound).Round(time.Second))
 	}
+	fmt.Fprintf(w, "Leader:     %s\n", leaderLine(s))
 	var vcs []string
 	for _, v := range s.VCs {
 		vcs = append(vcs, v.Name+" ("+v.Policy+")")
 	}
-	fmt.Fprintf(c.stdout, "VCs:        %s\n", strings.Join(vcs, ", "))
+	fmt.Fprintf(w, "VCs:        %s\n", strings.Join(vcs, ", "))
 	if s.LastError != "" {
-		fmt.Fprintf(c.stdout, "Last error: %s\n", s.LastError)
+		fmt.Fprintf(w, "Last error: %s\n", s.LastError)
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nType\tGPUs\tUsed\tFailed")
 	types := make([]string, 0, len(s.Types))
 	for t := range s.Types {
@@ -84,10 +63,9 @@ func (c *statusCmd) Run(args []string) int {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t, u.Total, u.Used, u.Failed)
 	}
 	tw.Flush()
-	printUsers(c.stdout, s.VCs, types)
-	fmt.Fprintln(c.stdout)
-	printJobs(c.stdout, s.Jobs)
-	return 0
+	printUsers(w, s.VCs, types)
+	fmt.Fprintln(w)
+	printJobs(w, s.Jobs)
 }
 
 // leaderLine is "yes" for the leader, else "standby; leader at ADDR".

@@ -85,7 +85,7 @@ func TestStatusGandivaFairUsers(t *testing.T) {
 		t.Fatalf("status: %d %s", code, errOut)
 	}
 	for _, want := range []string{"Users of VC lab", "migrations 2", "alice  200", "4.00 -> 1.50", "2.00 -> 3.00",
-		"Trade: alice buys 1.00 v100 from bob at 2.50 k80 each", "huge refused: gang of 16 GPUs", "refused"} {
+		"Trade: alice buys 1.00 v100 from bob at 2.50 k80 each", "gang of 16 GPUs larger than any generation", "refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
