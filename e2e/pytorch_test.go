@@ -79,8 +79,10 @@ func allocStderr(c *api.Client, alloc string) string {
 
 // TestPyTorchJobOnNomad (#19, "Job side"): the real PyTorch example job
 // (jobs/pytorch-cpu.nomad.hcl: jobs/python/train_mlp.py under
-// rondo.torch, Debian's python3-torch on CPU; 1200 steps) on one client
-// with one fake V100, one VC under max_min_fairness (LAS), 4 s rounds.
+// rondo.torch, Debian's python3-torch on CPU; 2000 steps: the stop lands
+// 6-14 s after the competitor arrives, before the last step on machines
+// up to ~140 steps/s, about twice this one) on one client with one fake
+// V100, one VC under max_min_fairness (LAS), 4 s rounds.
 // Once it has trained 20 steps (its loss already ~0.2 of ~1; the earlier
 // the competitor comes, the likelier the stop lands before the last step
 // on a fast machine) a competing 1-GPU job (rondo-trainer, 2 s
@@ -110,7 +112,7 @@ func allocStderr(c *api.Client, alloc string) string {
 //   - (c) the job finishes: its last allocation logs "done at step=N" and
 //     exits 0, Nomad marks the job dead with no failed allocation.
 func TestPyTorchJobOnNomad(t *testing.T) {
-	const steps = 1200
+	const steps = 2000
 	py := pythonTorch(t)
 	cfg := `round_seconds = 4
 vc "research" {
@@ -222,10 +224,20 @@ vc "research" {
 			t.Errorf("allocation %d (%s): no task state (%v)", i, al.ID[:8], err)
 			continue
 		}
+		// Exit code -1 with no signal is Nomad's executor losing the
+		// process state (raw_exec's handleWait: "we've probably been
+		// killed"), seen on a loaded machine (load ~5) after the
+		// job had logged its clean exit: the job's own words decide then.
+		trained := len(torchSteps(logs[i])) > 0
 		for _, ev := range info.TaskStates["train"].Events {
-			if ev.Type == api.TaskTerminated && ev.ExitCode != 0 && len(torchSteps(logs[i])) > 0 {
-				t.Errorf("allocation %d (%s) trained and exited %d (signal %d), want 0", i, al.ID[:8], ev.ExitCode, ev.Signal)
+			if ev.Type != api.TaskTerminated || ev.ExitCode == 0 || !trained {
+				continue
 			}
+			if ev.ExitCode == -1 && ev.Signal == 0 && (strings.Contains(logs[i], "checkpointed, exiting 0") || strings.Contains(logs[i], "train_mlp: done at step=")) {
+				t.Logf("allocation %d (%s): Nomad lost the exit state (-1) of a run that logged its clean exit", i, al.ID[:8])
+				continue
+			}
+			t.Errorf("allocation %d (%s) trained and exited %d (signal %d), want 0", i, al.ID[:8], ev.ExitCode, ev.Signal)
 		}
 	}
 	if want := fmt.Sprintf("train_mlp: done at step=%d ", steps); !strings.Contains(logs[len(logs)-1], want) {
