@@ -164,6 +164,14 @@ type agentProc struct {
 // round and any extra flags.
 func (s *stack) startAgent(round string, extra ...string) *agentProc {
 	s.t.Helper()
+	return s.runAgent(append([]string{"-round", round, "-lease-addr", s.leaseAddr}, extra...)...)
+}
+
+// runAgent starts `rondo agent` with the stack's config and token on a free
+// status port, with args after the common flags (the Nomad address, a 15 s
+// ack timeout, debug logs, a 10 s leader lock); it is stopped at cleanup.
+func (s *stack) runAgent(args ...string) *agentProc {
+	s.t.Helper()
 	ports, err := cluster.FreePorts(1)
 	if err != nil {
 		s.t.Fatal(err)
@@ -174,10 +182,8 @@ func (s *stack) startAgent(round string, extra ...string) *agentProc {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), "agent", "-config", s.cfgPath, "-round", round,
-		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug",
-		"-lease-addr", s.leaseAddr, "-leader-ttl", "10s")
-	a.cmd.Args = append(a.cmd.Args, extra...)
+	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), append([]string{"agent", "-config", s.cfgPath,
+		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug", "-leader-ttl", "10s"}, args...)...)
 	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
@@ -187,7 +193,7 @@ func (s *stack) startAgent(round string, extra ...string) *agentProc {
 	s.t.Cleanup(func() {
 		a.stop()
 		if s.t.Failed() {
-			s.t.Logf("agent log:\n%s", tail(a.logs(), 6000))
+			s.t.Logf("agent %s log:\n%s", a.addr, tail(a.logs(), 6000))
 		}
 	})
 	return a

@@ -18,21 +18,16 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/e2e/cluster"
+	"github.com/rondo-sched/rondo/internal/torchpy"
 )
 
-// pythonTorch is the interpreter the PyTorch job runs under: $RONDO_PYTHON,
-// else Debian's /usr/bin/python3 (a pyenv python3 on PATH may lack torch).
-// Without torch the test fails, naming the package: it must not pass by
-// skipping.
+// pythonTorch is the interpreter with torch (internal/torchpy); without
+// one the test fails, naming the package: it must not pass by skipping.
 func pythonTorch(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("RONDO_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
-		t.Fatalf("%s cannot import torch (%v: %s): install Debian's python3-torch (scripts/deps.sh does; apt-get install python3-torch), or set RONDO_PYTHON to an interpreter with torch",
-			py, err, strings.TrimSpace(string(out)))
+	py, err := torchpy.Python()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return py
 }

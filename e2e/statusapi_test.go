@@ -3,18 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/agent"
-	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
 // TestStatusAPIOnNomad (#19): the status API of `rondo agent` on the cells
@@ -118,35 +112,11 @@ func TestStatusAPIOnNomad(t *testing.T) {
 }
 
 // startStatusAgent starts `rondo agent` with the stack's config and token
-// on a free status port, 2 s rounds; extra flags follow.
+// on a free status port, 2 s rounds and no lease API (two of them run on
+// one stack); extra flags follow.
 func (s *stack) startStatusAgent(extra ...string) *agentProc {
 	s.t.Helper()
-	ports, err := cluster.FreePorts(1)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	a := &agentProc{log: filepath.Join(s.t.TempDir(), "agent.log"), done: make(chan struct{}),
-		addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
-	f, err := os.Create(a.log)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	args := append([]string{"agent", "-config", s.cfgPath, "-round", "2s", "-nomad-addr", s.c.Address, "-addr", a.addr,
-		"-ack-timeout", "15s", "-log-level", "debug", "-leader-ttl", "10s"}, extra...)
-	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), args...)
-	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
-	a.cmd.Stdout, a.cmd.Stderr = f, f
-	if err := a.cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	go func() { a.cmd.Wait(); f.Close(); close(a.done) }()
-	s.t.Cleanup(func() {
-		a.stop()
-		if s.t.Failed() {
-			s.t.Logf("agent %s log:\n%s", a.addr, tail(a.logs(), 6000))
-		}
-	})
-	return a
+	return s.runAgent(append([]string{"-round", "2s"}, extra...)...)
 }
 
 // fetch GETs url with header pairs; it returns the status code and body.

@@ -16,6 +16,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/rondo-sched/rondo/internal/torchpy"
 )
 
 // pyDecider is the decider and sink behind the real Server the Python
@@ -169,19 +170,13 @@ func (d *pyDecider) control(t *testing.T, s signer) http.Handler {
 	return mux
 }
 
-// pythonWithTorch is the interpreter the Python job side runs under:
-// $RONDO_PYTHON, else Debian's /usr/bin/python3 (a pyenv python3 on PATH
-// may lack torch). It fails the test, naming the package, when torch is
-// missing.
+// pythonWithTorch is the interpreter with torch (internal/torchpy); without
+// one the test fails, naming the package: it must not pass by skipping.
 func pythonWithTorch(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("RONDO_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch").CombinedOutput(); err != nil {
-		t.Fatalf("%s cannot import torch (%v: %s): install Debian's python3-torch (scripts/deps.sh does; apt-get install python3-torch), or set RONDO_PYTHON to an interpreter with torch",
-			py, err, strings.TrimSpace(string(out)))
+	py, err := torchpy.Python()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return py
 }
