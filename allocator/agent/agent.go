@@ -229,7 +229,7 @@ type JobStatus struct {
 	Namespace string `json:"namespace,omitempty"`
 	// A job that does not run: Pending is why (the round's own reason,
 	// engine.Plan.Waiting, or the backend's rejection), PendingKind its
-	// key (PendingKinds: the metric's reason label), QueuePosition its
+	// key (engine.WaitKeys: the metric's reason label), QueuePosition its
 	// place in its VC's queue (1: next) and Priority its round priority.
 	// State is "rejected" (Rondo will not schedule it as submitted) or
 	// "unschedulable" (larger than its VC can ever hold) for such jobs.

@@ -11,11 +11,6 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 )
 
-// PendingKinds are the keys JobStatus.PendingKind takes (a waiting
-// reason's engine.Reason.WaitKey, or "rejected"): the pending-jobs
-// metric's reason label.
-var PendingKinds = []string{"over_quota", "gang", "priority", "unschedulable", "reserved", "rejected"}
-
 // historyLen is how many RoundEvents a job's history keeps (the last ones).
 const historyLen = 100
 
@@ -127,9 +122,9 @@ func (a *Agent) rejected(r engine.Rejection, s *engine.Snapshot, round int, now 
 	if !t.seen {
 		t.seenAt, t.seen = s.TimeS, true
 	}
-	if t.kind != "rejected" {
+	if t.kind != engine.RejectedKey {
 		t.add(RoundEvent{Round: round, Time: now, Intent: "reject", Reason: r.Reason})
-		t.kind = "rejected"
+		t.kind = engine.RejectedKey
 	}
 	return JobStatus{ID: r.Job, Namespace: r.Namespace, VC: r.VC, User: r.User, State: "rejected",
 		Pending: r.Reason, PendingKind: "rejected", WaitS: max(s.TimeS-t.seenAt, 0)}

@@ -12,6 +12,15 @@ import (
 // them to tell OverQuota and the largest gang a VC can ever hold.
 type Quotas map[string]map[string]int
 
+// RejectedKey is the key of a job the backend rejected (Snapshot.Rejected),
+// beside the waiting reasons' WaitKeys.
+const RejectedKey = "rejected"
+
+// WaitKeys are every key a job that does not run is counted under: the
+// waiting reasons' (WaitKey) and RejectedKey. The agent's pending_kind and
+// the metric rondo_jobs_pending's reason label take these values.
+var WaitKeys = []string{"over_quota", "gang", "priority", "unschedulable", "reserved", RejectedKey}
+
 // WaitKey is a waiting reason's stable key (the agent's pending_kind, the
 // simulator's waiting_reasons, the metrics' reason label): "reserved",
 // "unschedulable", "over_quota", "gang" or "priority"; "" for a reason

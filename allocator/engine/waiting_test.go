@@ -276,3 +276,27 @@ func BenchmarkExplain(b *testing.B) {
 		Explain(s, p)
 	}
 }
+
+// TestWaitKeys: each waiting reason's key, "" for any other reason, and
+// WaitKeys lists every key (the metric's label values) once.
+func TestWaitKeys(t *testing.T) {
+	want := map[ReasonKind]string{Reserved: "reserved", Unschedulable: "unschedulable", OverQuota: "over_quota",
+		WaitsForGang: "gang", LowerPriority: "priority", Moves: "", NotSelected: "", FirstStart: ""}
+	seen := map[string]bool{RejectedKey: true}
+	for k, w := range want {
+		if got := (Reason{Kind: k}).WaitKey(); got != w {
+			t.Errorf("kind %d: key %q, want %q", k, got, w)
+		}
+		if w != "" {
+			seen[w] = true
+		}
+	}
+	if len(WaitKeys) != len(seen) {
+		t.Errorf("WaitKeys %v, want the %d keys %v", WaitKeys, len(seen), seen)
+	}
+	for _, k := range WaitKeys {
+		if !seen[k] {
+			t.Errorf("WaitKeys has %q, no reason's key", k)
+		}
+	}
+}

@@ -33,31 +33,8 @@ import (
 // DecisionKinds are the kinds of decision rondo_decisions_total counts.
 var DecisionKinds = []string{"admit", "suspend", "resume", "migrate", "preempt", "retune", "grow", "shrink"}
 
-// PendingReasons are the values of rondo_jobs_pending's reason label: the
-// round's waiting reasons (engine.Plan.Waiting), a gang waiting on its
-// reservation, and the jobs the backend rejected (engine.Snapshot.Rejected).
-var PendingReasons = []string{"over_quota", "gang", "priority", "unschedulable", "reserved", "rejected"}
-
 // JobStates are the values of rondo_jobs' state label.
 var JobStates = []string{"running", "queued", "suspended"}
-
-// PendingReason is the reason label of a waiting job's round reason ("" for
-// a kind that is not a waiting reason).
-func PendingReason(k engine.ReasonKind) string {
-	switch k {
-	case engine.OverQuota:
-		return "over_quota"
-	case engine.WaitsForGang:
-		return "gang"
-	case engine.LowerPriority:
-		return "priority"
-	case engine.Unschedulable:
-		return "unschedulable"
-	case engine.Reserved:
-		return "reserved"
-	}
-	return ""
-}
 
 // Options configures a Telemetry beyond the Prometheus registry.
 type Options struct {
@@ -399,7 +376,7 @@ func (t *Telemetry) Round(d time.Duration, s *engine.Snapshot, p *engine.Plan) {
 	pending := map[string]int{}
 	waiting := map[string]bool{}
 	for _, w := range p.Waiting {
-		if r := PendingReason(w.Reason.Kind); r != "" {
+		if r := w.Reason.WaitKey(); r != "" {
 			pending[r]++
 			waiting[w.Job] = true
 		}
@@ -409,8 +386,8 @@ func (t *Telemetry) Round(d time.Duration, s *engine.Snapshot, p *engine.Plan) {
 			pending["reserved"]++
 		}
 	}
-	pending["rejected"] += len(s.Rejected)
-	for _, r := range PendingReasons {
+	pending[engine.RejectedKey] += len(s.Rejected)
+	for _, r := range engine.WaitKeys {
 		t.setGauge([]string{"jobs", "pending"}, float32(pending[r]), true, metrics.Label{Name: "reason", Value: r})
 	}
 }

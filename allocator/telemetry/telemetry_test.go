@@ -138,15 +138,6 @@ func TestPrometheusEndpoint(t *testing.T) {
 	}
 }
 
-func TestPendingReason(t *testing.T) {
-	for k, want := range map[engine.ReasonKind]string{engine.OverQuota: "over_quota", engine.WaitsForGang: "gang",
-		engine.LowerPriority: "priority", engine.Unschedulable: "unschedulable", engine.Reserved: "reserved", engine.Moves: ""} {
-		if got := PendingReason(k); got != want {
-			t.Errorf("%v: %q, want %q", k, got, want)
-		}
-	}
-}
-
 // TestStatsd sends the metrics to a real UDP listener through a go-metrics
 // statsd sink.
 func TestStatsd(t *testing.T) {
