@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/telemetry"
 )
 
 // The data behind `rondo vc status` and `rondo node status` (#19): each
@@ -185,6 +186,13 @@ func (a *Agent) recordViews(s *engine.Snapshot, p *engine.Plan, xs map[string]ma
 		sv.Running, sv.Pending = v.running[i], v.pending[i]
 	}
 	a.status.Nodes = viewNodes(s, p)
+	if tel := a.cfg.Telemetry; tel != nil {
+		us := make([]telemetry.VCUsage, 0, len(a.status.VCs))
+		for _, sv := range a.status.VCs {
+			us = append(us, telemetry.VCUsage{Name: sv.Name, Quota: sv.Quota, Used: sv.Used, Borrowed: sv.Borrowed})
+		}
+		tel.SetVCUsage(us) // the metrics show what `rondo vc status` shows
+	}
 }
 
 // viewNodes lays out the snapshot's nodes with their GPUs (in the order

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/allocator/telemetry"
 	"github.com/rondo-sched/rondo/policies"
 )
 
@@ -173,5 +175,37 @@ func TestNodeView(t *testing.T) {
 	}
 	if g := nb.GPUs[2]; g.Type != "k80" || !g.Healthy || g.Jobs[0] != "a2" {
 		t.Errorf("k80 %+v", g)
+	}
+}
+
+// TestVCViewMetrics: rondo_vc_{quota,used,borrowed}_gpus are the VC view
+// `rondo vc status` shows (TestVCViewQuotaOnly's cluster and plan).
+func TestVCViewMetrics(t *testing.T) {
+	tel, err := telemetry.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Close()
+	vcs := []VC{{Name: "a", Policy: "fifo", GPUs: map[string]int{"v100": 1}},
+		{Name: "b", Policy: "las", GPUs: map[string]int{"v100": 2, "k80": 1}}}
+	a := New(Config{Backend: &viewCluster{jobs: viewJobs()}, Engine: &fixedDecider{p: viewPlan()}, Round: 10 * time.Second, VCs: vcs, Telemetry: tel})
+	a.Step()
+	rec := httptest.NewRecorder()
+	tel.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`rondo_vc_quota_gpus{type="v100",vc="a"} 1`,
+		`rondo_vc_used_gpus{type="v100",vc="a"} 2`,
+		`rondo_vc_used_gpus{type="k80",vc="a"} 1`,
+		`rondo_vc_borrowed_gpus{type="v100",vc="a"} 1`,
+		`rondo_vc_borrowed_gpus{type="k80",vc="a"} 1`,
+		`rondo_vc_quota_gpus{type="k80",vc="b"} 1`,
+		`rondo_vc_used_gpus{type="v100",vc="b"} 1`,
+		`rondo_vc_used_gpus{type="k80",vc="b"} 0`,
+		`rondo_vc_borrowed_gpus{type="v100",vc="b"} 0`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -38,6 +38,8 @@ func TestDashboardMetricsExist(t *testing.T) {
 		t.Fatal(err)
 	}
 	tel.SetVCs([]VCQuota{{Name: "a", GPUs: map[string]int{"v100": 1}}, {Name: "b", GPUs: map[string]int{"k80": 1}}})
+	tel.SetVCUsage([]VCUsage{{Name: "a", Quota: map[string]int{"v100": 1}, Used: map[string]int{"v100": 1}},
+		{Name: "b", Quota: map[string]int{"k80": 1}}})
 	s, p := snapshotAndPlan()
 	tel.Round(time.Second, s, p)
 	tel.RoundEnded(nil)

@@ -55,6 +55,15 @@ type VCQuota struct {
 	GPUs map[string]int
 }
 
+// VCUsage is one VC's GPUs per type in the last round as the agent's VC
+// view counts them (agent.VC: quota, distinct GPUs its jobs hold, those
+// beyond the quota): rondo_vc_quota_gpus, rondo_vc_used_gpus and
+// rondo_vc_borrowed_gpus show exactly what `rondo vc status` shows.
+type VCUsage struct {
+	Name                  string
+	Quota, Used, Borrowed map[string]int
+}
+
 // Telemetry is one allocator's metrics.
 type Telemetry struct {
 	reg  *prometheus.Registry
@@ -69,6 +78,7 @@ type Telemetry struct {
 	// to 0).
 	gauges map[string]*gauge
 	vcs    []VCQuota
+	usage  []VCUsage
 	// admitted are the jobs whose admission wait was observed, while they
 	// are in the snapshot.
 	admitted map[string]bool
@@ -228,6 +238,14 @@ func (t *Telemetry) SetVCs(vcs []VCQuota) {
 	t.vcs = vcs
 }
 
+// SetVCUsage sets the VCs' use for the next Round (the agent calls it as
+// it records the round's status).
+func (t *Telemetry) SetVCUsage(us []VCUsage) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.usage = us
+}
+
 // SetLeader sets rondo_leader: 1 while this agent holds the leader lock
 // (or runs without one), 0 on a standby.
 func (t *Telemetry) SetLeader(leader bool) {
@@ -349,28 +367,27 @@ func (t *Telemetry) Round(d time.Duration, s *engine.Snapshot, p *engine.Plan) {
 			used[vc][a.Type] += float64(len(a.GPUs)) / float64(len(a.Jobs))
 		}
 	}
-	quota := map[string]map[string]int{}
-	for _, vc := range t.vcs {
-		quota[vc.Name] = vc.GPUs
-	}
 	for _, vc := range sortedKeys(used) {
 		for _, typ := range sortedKeys(used[vc]) {
-			n := used[vc][typ]
-			labels := []metrics.Label{{Name: "type", Value: typ}, {Name: "vc", Value: vc}}
-			t.setGauge([]string{"gpus", "used"}, float32(n), true, labels...)
-			vl := []metrics.Label{{Name: "vc", Value: vc}, {Name: "type", Value: typ}}
-			t.setGauge([]string{"vc", "used", "gpus"}, float32(n), true, vl...)
-			borrowed := 0.0
-			if q, ok := quota[vc]; ok && len(q) > 0 {
-				borrowed = max(0, n-float64(q[typ]))
-			}
-			t.setGauge([]string{"vc", "borrowed", "gpus"}, float32(borrowed), true, vl...)
+			t.setGauge([]string{"gpus", "used"}, float32(used[vc][typ]), true,
+				metrics.Label{Name: "type", Value: typ}, metrics.Label{Name: "vc", Value: vc})
 		}
 	}
-	for _, vc := range t.vcs {
-		for _, typ := range sortedKeys(vc.GPUs) {
-			t.setGauge([]string{"vc", "quota", "gpus"}, float32(vc.GPUs[typ]), true,
-				metrics.Label{Name: "vc", Value: vc.Name}, metrics.Label{Name: "type", Value: typ})
+	for _, u := range t.usage {
+		types := map[string]float64{}
+		for typ := range u.Quota {
+			types[typ] = 0
+		}
+		for typ := range u.Used {
+			types[typ] = 0
+		}
+		for _, typ := range sortedKeys(types) {
+			vl := []metrics.Label{{Name: "vc", Value: u.Name}, {Name: "type", Value: typ}}
+			if q, ok := u.Quota[typ]; ok {
+				t.setGauge([]string{"vc", "quota", "gpus"}, float32(q), true, vl...)
+			}
+			t.setGauge([]string{"vc", "used", "gpus"}, float32(u.Used[typ]), true, vl...)
+			t.setGauge([]string{"vc", "borrowed", "gpus"}, float32(u.Borrowed[typ]), true, vl...)
 		}
 	}
 	pending := map[string]int{}

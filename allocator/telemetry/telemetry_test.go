@@ -63,6 +63,10 @@ func TestPrometheusEndpoint(t *testing.T) {
 	}
 	defer tel.Close()
 	tel.SetVCs([]VCQuota{{Name: "a", GPUs: map[string]int{"v100": 0, "k80": 1}}, {Name: "b", GPUs: map[string]int{"v100": 1}}})
+	// The agent's VC view of snapshotAndPlan (allocator/agent/vcview.go).
+	tel.SetVCUsage([]VCUsage{
+		{Name: "a", Quota: map[string]int{"v100": 0, "k80": 1}, Used: map[string]int{"v100": 1}, Borrowed: map[string]int{"v100": 1}},
+		{Name: "b", Quota: map[string]int{"v100": 1}, Used: map[string]int{"k80": 1}, Borrowed: map[string]int{"k80": 1}}})
 	s, p := snapshotAndPlan()
 	tel.Round(120*time.Millisecond, s, p)
 	tel.RoundEnded(nil)
