@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/agent"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 )
 
 // TestStatusAPIOnNomad (#19): the status API of `rondo agent` on the cells
@@ -165,5 +168,43 @@ func waitHTTP(t *testing.T, url string, d time.Duration) {
 			t.Fatalf("%s: %v", url, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestStatusAPITokensOnNomad: the Authorizer against a real Nomad agent,
+// with ACLs off (as in `make run`'s demo: every request allowed, with or
+// without a token; Nomad answers token/self with its "ACLs disabled"
+// token) and on (no token 401, an unknown token 403, the management
+// token allowed).
+func TestStatusAPITokensOnNomad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: starts Nomad agents")
+	}
+	ctx := context.Background()
+	code := func(err error) int {
+		var ae *agent.AuthError
+		if errors.As(err, &ae) {
+			return ae.Code
+		}
+		if err != nil {
+			return -1
+		}
+		return 200
+	}
+	off := StartAgent(t, AgentOptions{Name: "acl-off"})
+	auth := &rnomad.Authorizer{Client: off.Client()}
+	for _, tok := range []string{"", "00000000-0000-0000-0000-000000000000"} {
+		if err := auth.Authorize(ctx, tok); err != nil {
+			t.Errorf("ACLs off, token %q: %v, want allowed", tok, err)
+		}
+	}
+	off.Stop()
+
+	on := StartAgent(t, AgentOptions{Name: "acl-on", ACL: true})
+	auth = &rnomad.Authorizer{Client: on.Client()}
+	for tok, want := range map[string]int{"": 401, "00000000-0000-0000-0000-000000000000": 403, on.ManagementToken: 200} {
+		if got := code(auth.Authorize(ctx, tok)); got != want {
+			t.Errorf("ACLs on, token %q: %d, want %d", tok, got, want)
+		}
 	}
 }

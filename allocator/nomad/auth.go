@@ -76,8 +76,8 @@ func (a *Authorizer) ask(ctx context.Context, token string) (final bool, err err
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	if token == "" {
 		// Is there anything to check? Ask with the agent's own token.
-		_, _, err := a.Client.ACLTokens().Self(q)
-		if aclDisabled(err) {
+		tok, _, err := a.Client.ACLTokens().Self(q)
+		if aclDisabled(err) || (err == nil && disabledToken(tok)) {
 			return true, nil
 		}
 		if err != nil && !answered(err) {
@@ -101,6 +101,11 @@ func (a *Authorizer) ask(ctx context.Context, token string) (final bool, err err
 	}
 	return false, err
 }
+
+// disabledToken: Nomad answers token/self with its "ACLs disabled" token
+// (structs.ACLsDisabledToken, 200) when ACLs are off; older versions
+// answer an error (aclDisabled).
+func disabledToken(tok *api.ACLToken) bool { return tok != nil && tok.AccessorID == "acls-disabled" }
 
 func aclDisabled(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "ACL support disabled")
