@@ -183,7 +183,7 @@ func (s *stack) runAgent(args ...string) *agentProc {
 		s.t.Fatal(err)
 	}
 	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), append([]string{"agent", "-config", s.cfgPath,
-		"-nomad-addr", s.c.Address, "-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug", "-leader-ttl", "10s"}, args...)...)
+		"-address", s.c.Address, "-bind-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug", "-leader-ttl", "10s"}, args...)...)
 	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {

@@ -32,9 +32,19 @@ const DefaultRoundSeconds = 360
 
 // Config is the allocator's configuration, in declaration order.
 type Config struct {
-	Nomad        Nomad
-	Tasks        Tasks
-	Telemetry    Telemetry
+	Nomad     Nomad
+	Tasks     Tasks
+	Telemetry Telemetry
+	// Agent is the agent {} block: the agent's own settings (listeners,
+	// pool, logging, round). Its round sets RoundSeconds.
+	Agent Agent
+	// TLS is the tls {} block: certificates of Rondo's own listeners
+	// (status and lease APIs).
+	TLS TLS
+	// HA is the high_availability {} block: the leader lock.
+	HA HighAvailability
+	// RoundSeconds is the round length in seconds: agent { round } or the
+	// deprecated round_seconds (DefaultRoundSeconds when neither is set).
 	RoundSeconds int
 	CellTypes    []CellType
 	Cells        []Cell
@@ -164,9 +174,27 @@ type TopologyCells struct {
 	Range               hcl.Range // the block's header
 }
 
-// Nomad is how the allocator reaches Nomad.
+// Nomad is how Rondo reaches Nomad, as the nomad CLI's settings (the
+// environment variables NOMAD_ADDR, NOMAD_TOKEN, NOMAD_CACERT, ... and the
+// command-line flags win over the file: flag > env > file):
+//
+//	nomad {
+//	  address         = "https://nomad.service.consul:4646"
+//	  token           = "..."          # better NOMAD_TOKEN or a workload identity
+//	  namespace       = "default"      # "*" or a list in namespaces: see vc namespaces
+//	  region          = "global"
+//	  ca_file         = "/etc/rondo/nomad-ca.pem"
+//	  cert_file       = "/etc/rondo/cli.pem"
+//	  key_file        = "/etc/rondo/cli-key.pem"
+//	  tls_server_name = "server.global.nomad"
+//	}
 type Nomad struct {
 	Address, Token, Namespace, Region string
+	// TLS: files relative to the config file's directory are made
+	// absolute.
+	CAFile, CertFile, KeyFile, TLSServerName string
+	// Range is the block's header (zero when there is no block).
+	Range hcl.Range
 }
 
 // Tasks is what Rondo adds, at admission, to each task of an admitted
@@ -439,23 +467,38 @@ func Parse(srcs ...Source) (*Config, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	cfg := &Config{RoundSeconds: DefaultRoundSeconds,
 		Telemetry: Telemetry{PrometheusMetrics: true, CollectionInterval: DefaultCollectionInterval}}
-	roundSet := false
+	var roundSeconds *hcl.Attribute
 	for _, s := range srcs {
 		f, d := p.ParseHCL(s.Src, s.Name)
 		diags = append(diags, d...)
 		if f == nil || d.HasErrors() {
 			continue
 		}
-		diags = append(diags, decodeFile(f.Body, cfg, &roundSet)...)
+		diags = append(diags, decodeFile(f.Body, cfg, &roundSeconds)...)
+	}
+	if !diags.HasErrors() {
+		diags = append(diags, applyAgentRound(cfg, roundSeconds)...)
 	}
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, errorsOnly(diags)
 	}
 	diags = append(diags, Validate(cfg)...)
 	if diags.HasErrors() {
-		return nil, diags
+		return nil, errorsOnly(diags)
 	}
 	return cfg, diags
+}
+
+// errorsOnly drops warnings: a config that fails shows what to fix; its
+// warnings come once it loads.
+func errorsOnly(diags hcl.Diagnostics) hcl.Diagnostics {
+	var out hcl.Diagnostics
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 var fileSchema = &hcl.BodySchema{
@@ -465,6 +508,9 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
 		{Type: "telemetry"},
+		{Type: "agent"},
+		{Type: "tls"},
+		{Type: "high_availability"},
 		{Type: "cell_type", LabelNames: []string{"name"}},
 		{Type: "cell", LabelNames: []string{"type", "name"}},
 		{Type: "vc", LabelNames: []string{"name"}},
@@ -472,13 +518,13 @@ var fileSchema = &hcl.BodySchema{
 	},
 }
 
-func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
+func decodeFile(body hcl.Body, cfg *Config, roundSeconds **hcl.Attribute) hcl.Diagnostics {
 	content, diags := body.Content(fileSchema)
 	if a, ok := content.Attributes["round_seconds"]; ok {
-		if *roundSet {
+		if *roundSeconds != nil {
 			diags = append(diags, errAt(a.NameRange, "Duplicate round_seconds", "round_seconds is set in more than one file"))
 		}
-		*roundSet = true
+		*roundSeconds = a
 		n, d := intAttr(a)
 		diags = append(diags, d...)
 		if !d.HasErrors() && n <= 0 {
@@ -533,7 +579,33 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "nomad":
+			if cfg.Nomad.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate nomad block",
+					fmt.Sprintf("a nomad block is already declared at %s", pos(cfg.Nomad.Range))))
+				continue
+			}
 			diags = append(diags, decodeNomad(b, &cfg.Nomad)...)
+		case "agent":
+			if cfg.Agent.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate agent block",
+					fmt.Sprintf("an agent block is already declared at %s", pos(cfg.Agent.Range))))
+				continue
+			}
+			diags = append(diags, decodeAgent(b, &cfg.Agent)...)
+		case "tls":
+			if cfg.TLS.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate tls block",
+					fmt.Sprintf("a tls block is already declared at %s", pos(cfg.TLS.Range))))
+				continue
+			}
+			diags = append(diags, decodeTLS(b, &cfg.TLS)...)
+		case "high_availability":
+			if cfg.HA.Range != (hcl.Range{}) {
+				diags = append(diags, errAt(b.DefRange, "Duplicate high_availability block",
+					fmt.Sprintf("a high_availability block is already declared at %s", pos(cfg.HA.Range))))
+				continue
+			}
+			diags = append(diags, decodeHA(b, &cfg.HA)...)
 		case "tasks":
 			if cfg.Tasks.Range != (hcl.Range{}) {
 				diags = append(diags, errAt(b.DefRange, "Duplicate tasks block",
@@ -576,16 +648,34 @@ func decodeFile(body hcl.Body, cfg *Config, roundSet *bool) hcl.Diagnostics {
 }
 
 func decodeNomad(b *hcl.Block, n *Nomad) hcl.Diagnostics {
+	n.Range = b.DefRange
 	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "address"}, {Name: "token"}, {Name: "namespace"}, {Name: "region"}}})
+		{Name: "address"}, {Name: "token"}, {Name: "namespace"}, {Name: "region"},
+		{Name: "ca_file"}, {Name: "cert_file"}, {Name: "key_file"}, {Name: "tls_server_name"}}})
 	for _, f := range []struct {
 		name string
 		dst  *string
-	}{{"address", &n.Address}, {"token", &n.Token}, {"namespace", &n.Namespace}, {"region", &n.Region}} {
+		file bool
+	}{{"address", &n.Address, false}, {"token", &n.Token, false}, {"namespace", &n.Namespace, false}, {"region", &n.Region, false},
+		{"ca_file", &n.CAFile, true}, {"cert_file", &n.CertFile, true}, {"key_file", &n.KeyFile, true},
+		{"tls_server_name", &n.TLSServerName, false}} {
 		if a, ok := content.Attributes[f.name]; ok {
 			s, d := stringAttr(a)
 			diags = append(diags, d...)
+			if f.file && !d.HasErrors() {
+				s, d = fileAttr(a, s)
+				diags = append(diags, d...)
+			}
 			*f.dst = s
+		}
+	}
+	if (n.CertFile == "") != (n.KeyFile == "") {
+		diags = append(diags, errAt(b.DefRange, "Incomplete client certificate",
+			"nomad: cert_file and key_file are set together (a client certificate and its key)"))
+	}
+	if a, ok := content.Attributes["address"]; ok && n.Address != "" {
+		if err := checkNomadAddress(n.Address); err != nil {
+			diags = append(diags, errAt(a.Expr.Range(), "Invalid address", err.Error()))
 		}
 	}
 	return diags

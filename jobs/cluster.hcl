@@ -3,7 +3,7 @@
 round_seconds = 20
 
 nomad {
-  address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -nomad-addr
+  address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -address
 }
 
 cell_type "v100" {

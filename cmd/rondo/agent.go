@@ -46,7 +46,8 @@ type agentCmd struct {
 	config     string
 	round      time.Duration
 	addr       string
-	nomadAddr  string
+	nomad      nomadFlags
+	deprecated []func()
 	pool       string
 	ackTimeout time.Duration
 	apiTimeout time.Duration
@@ -64,8 +65,12 @@ func newAgentCmd() *agentCmd {
 		"-config FILE|DIR [options]")}
 	c.flags.StringVar(&c.config, "config", "", "cluster config (HCL file or directory)")
 	c.flags.DurationVar(&c.round, "round", 0, "round length, overriding round_seconds (e.g. 10s)")
-	c.flags.StringVar(&c.addr, "addr", "127.0.0.1:4700", "listen address of the status API")
-	c.flags.StringVar(&c.nomadAddr, "nomad-addr", "", "Nomad address, overriding the config and NOMAD_ADDR")
+	c.flags.StringVar(&c.addr, "bind-addr", "127.0.0.1:4700", "listen address of the status API")
+	c.nomad.register(c.flags)
+	warn := func(msg string) { fmt.Fprintln(c.stderr, "warning:", msg) }
+	c.deprecated = append(c.deprecated,
+		aliasFlag(c.flags, "addr", "bind-addr", &c.addr, warn),
+		aliasFlag(c.flags, "nomad-addr", "address", &c.nomad.address, warn))
 	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
 	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 15*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
@@ -245,21 +250,12 @@ func (c *agentCmd) Run(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	nc := api.DefaultConfig()
-	if s.cfg.Nomad.Address != "" && os.Getenv("NOMAD_ADDR") == "" {
-		nc.Address = s.cfg.Nomad.Address
+	for _, d := range c.deprecated {
+		d()
 	}
-	if c.nomadAddr != "" {
-		nc.Address = c.nomadAddr
-	}
-	if s.cfg.Nomad.Token != "" {
-		nc.SecretID = s.cfg.Nomad.Token
-	}
-	if s.cfg.Nomad.Namespace != "" {
-		nc.Namespace = s.cfg.Nomad.Namespace
-	}
-	if s.cfg.Nomad.Region != "" {
-		nc.Region = s.cfg.Nomad.Region
+	nc, err := c.nomad.config(s.cfg.Nomad)
+	if err != nil {
+		return c.fail(err)
 	}
 	if err := withTimeout(nc, c.apiTimeout); err != nil {
 		return c.fail(err)

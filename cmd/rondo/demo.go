@@ -37,7 +37,7 @@ func newDemoCmd() *demoCmd {
 	c.flags.StringVar(&c.bin, "bin", "bin", "directory with nomad-device-rondo, rondo-trainer and (optionally) nomad; missing ones are built")
 	c.flags.StringVar(&c.jobs, "jobs", "jobs", "directory with cluster.hcl and *.nomad.hcl job specs")
 	c.flags.StringVar(&c.dir, "dir", "", "working directory for the cluster (default: a new temporary one)")
-	c.flags.StringVar(&c.addr, "addr", "127.0.0.1:4700", "the agent's status API address")
+	c.flags.StringVar(&c.addr, "bind-addr", "127.0.0.1:4700", "the agent's status API address")
 	c.flags.StringVar(&c.leaseAddr, "lease-addr", "127.0.0.1:4701", "the agent's lease/progress API address (the jobs report to it)")
 	c.flags.StringVar(&c.round, "round", "", "round length override, e.g. 10s")
 	c.flags.DurationVar(&c.duration, "for", 0, "stop after this long (default: until Ctrl-C)")
@@ -122,7 +122,7 @@ func (c *demoCmd) Run(args []string) int {
 		fmt.Fprintf(c.stdout, "==> done; logs are under %s\n", dir)
 	}()
 
-	agentArgs := []string{"agent", "-config", config, "-nomad-addr", cl.Address, "-addr", c.addr,
+	agentArgs := []string{"agent", "-config", config, "-address", cl.Address, "-bind-addr", c.addr,
 		"-lease-addr", c.leaseAddr}
 	if c.round != "" {
 		agentArgs = append(agentArgs, "-round", c.round)
@@ -158,7 +158,7 @@ func (c *demoCmd) Run(args []string) int {
 	}
 	fmt.Fprintf(c.stdout, `
 ==> Rondo is scheduling. Watch it with:
-      rondo status -addr http://%s
+      rondo status -rondo-addr http://%s
       Rondo's page: http://%s/ui/
       NOMAD_ADDR=%s nomad job status
       Nomad UI: %s/ui/jobs

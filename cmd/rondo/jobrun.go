@@ -22,13 +22,11 @@ func init() {
 
 type jobRun struct {
 	base
-	address    string
+	nomad      nomadFlags
 	output     bool
 	vars       multiFlag
 	varFiles   multiFlag
 	checkIndex string
-	namespace  string
-	token      string
 }
 
 type multiFlag []string
@@ -39,13 +37,11 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func newJobRun() *jobRun {
 	c := &jobRun{base: newBase("job run", "Submit a Nomad job file that may carry a Rondo policy { } stanza",
 		"[options] FILE")}
-	c.flags.StringVar(&c.address, "address", "", "Nomad HTTP address (default: $NOMAD_ADDR or http://127.0.0.1:4646)")
+	c.nomad.register(c.flags)
 	c.flags.BoolVar(&c.output, "output", false, "print the job as JSON (with the policy as rondo.* meta) instead of submitting it")
 	c.flags.Var(&c.vars, "var", "HCL2 variable key=value, as for nomad job run (repeatable; NOMAD_VAR_* from the environment too)")
 	c.flags.Var(&c.varFiles, "var-file", "HCL2 variable file, as for nomad job run (repeatable)")
 	c.flags.StringVar(&c.checkIndex, "check-index", "", "register only if the job's modify index is N (0: only if the job does not exist), as for nomad job run")
-	c.flags.StringVar(&c.namespace, "namespace", "", "Nomad namespace (default: $NOMAD_NAMESPACE); a namespace in the job file wins, as for nomad job run")
-	c.flags.StringVar(&c.token, "token", "", "Nomad ACL token (default: $NOMAD_TOKEN)")
 	return c
 }
 
@@ -85,15 +81,9 @@ func (c *jobRun) Run(args []string) int {
 		}
 		return 0
 	}
-	cfg := api.DefaultConfig()
-	if c.address != "" {
-		cfg.Address = c.address
-	}
-	if c.token != "" {
-		cfg.SecretID = c.token
-	}
-	if c.namespace != "" {
-		cfg.Namespace = c.namespace
+	cfg, err := c.nomad.config(rhcl.Nomad{}) // a namespace in the job file wins, as for nomad job run
+	if err != nil {
+		return c.fail(err)
 	}
 	client, err := api.NewClient(cfg)
 	if err != nil {

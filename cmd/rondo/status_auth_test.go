@@ -26,15 +26,15 @@ func TestStatusTokenAndLeader(t *testing.T) {
 	}))
 	defer srv.Close()
 	t.Setenv("NOMAD_TOKEN", "")
-	if code, _, errOut := runCaptured(t, "status", "-addr", srv.URL); code != 1 || !strings.Contains(errOut, "401") {
+	if code, _, errOut := runCaptured(t, "status", "-rondo-addr", srv.URL); code != 1 || !strings.Contains(errOut, "401") {
 		t.Errorf("no token: %d %s", code, errOut)
 	}
-	code, out, errOut := runCaptured(t, "status", "-addr", srv.URL, "-token", "secret")
+	code, out, errOut := runCaptured(t, "status", "-rondo-addr", srv.URL, "-token", "secret")
 	if code != 0 || !strings.Contains(out, "Leader:     standby; leader at http://10.0.0.2:4700") {
 		t.Errorf("-token: %d %s\n%s", code, errOut, out)
 	}
 	t.Setenv("NOMAD_TOKEN", "secret")
-	if code, out, errOut := runCaptured(t, "status", "-addr", srv.URL); code != 0 || !strings.Contains(out, "Leader:") {
+	if code, out, errOut := runCaptured(t, "status", "-rondo-addr", srv.URL); code != 0 || !strings.Contains(out, "Leader:") {
 		t.Errorf("NOMAD_TOKEN: %d %s\n%s", code, errOut, out)
 	}
 	if got := leaderLine(&agent.Status{Leader: true}); got != "yes" {

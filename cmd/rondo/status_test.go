@@ -36,7 +36,7 @@ func statusServer(t *testing.T) *httptest.Server {
 
 func TestStatusAndJobCommands(t *testing.T) {
 	srv := statusServer(t)
-	code, out, errOut := runCaptured(t, "status", "-addr", srv.URL)
+	code, out, errOut := runCaptured(t, "status", "-rondo-addr", srv.URL)
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errOut)
 	}
@@ -45,10 +45,10 @@ func TestStatusAndJobCommands(t *testing.T) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
 	}
-	if code, out, _ = runCaptured(t, "job", "list", "-addr", srv.URL); code != 0 || !strings.Contains(out, "cyclegan") {
+	if code, out, _ = runCaptured(t, "job", "list", "-rondo-addr", srv.URL); code != 0 || !strings.Contains(out, "cyclegan") {
 		t.Errorf("job list: %d\n%s", code, out)
 	}
-	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "lm"); code != 0 {
+	if code, out, _ = runCaptured(t, "job", "status", "-rondo-addr", srv.URL, "lm"); code != 0 {
 		t.Errorf("job status: %d\n%s", code, out)
 	}
 	for _, want := range []string{"GPU-0", "VC:         research", "Rounds:     3", "Throughput: 2.50 steps/s", "ETA:        2026-11-23T"} {
@@ -59,10 +59,10 @@ func TestStatusAndJobCommands(t *testing.T) {
 	if strings.Contains(out, "Workers:") {
 		t.Errorf("fixed-size job shows workers:\n%s", out)
 	}
-	if code, out, _ = runCaptured(t, "job", "status", "-addr", srv.URL, "elastic"); code != 0 || !strings.Contains(out, "Workers:    3 (elastic 1..4)") {
+	if code, out, _ = runCaptured(t, "job", "status", "-rondo-addr", srv.URL, "elastic"); code != 0 || !strings.Contains(out, "Workers:    3 (elastic 1..4)") {
 		t.Errorf("elastic job status: %d\n%s", code, out)
 	}
-	if code, _, errOut = runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
+	if code, _, errOut = runCaptured(t, "job", "status", "-rondo-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
 		t.Errorf("job status nope: %d %s", code, errOut)
 	}
 }
@@ -80,7 +80,7 @@ func TestStatusGandivaFairUsers(t *testing.T) {
 		Jobs:  []agent.JobStatus{{ID: "huge", VC: "lab", State: "queued", ScaleFactor: 16, Refused: "gang of 16 GPUs larger than any generation"}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { json.NewEncoder(w).Encode(st) }))
 	defer srv.Close()
-	code, out, errOut := runCaptured(t, "status", "-addr", srv.URL)
+	code, out, errOut := runCaptured(t, "status", "-rondo-addr", srv.URL)
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errOut)
 	}

@@ -66,6 +66,7 @@ type view struct {
 	get        func(ctx context.Context, c *agentClient, o *viewOptions, args []string) (v any, st *agent.Status, err error)
 	text       func(w io.Writer, v any)
 	hasFilters filters
+	deprecated func() // warns when -addr was used
 }
 
 // newView makes a view command with the shared flags and the filters it
@@ -73,7 +74,8 @@ type view struct {
 func newView(name, synopsis, usage string, fs filters, minArgs, maxArgs int) *view {
 	v := &view{base: newBase(name, synopsis, usage), minArgs: minArgs, maxArgs: maxArgs, hasFilters: fs}
 	f := v.flags
-	f.StringVar(&v.o.addr, "addr", "", "the agent's API (default $RONDO_ADDR, else "+defaultAddr+")")
+	f.StringVar(&v.o.addr, "rondo-addr", "", "the agent's API (default $RONDO_ADDR, else "+defaultAddr+")")
+	v.deprecated = aliasFlag(f, "addr", "rondo-addr", &v.o.addr, func(msg string) { fmt.Fprintln(v.stderr, "warning:", msg) })
 	f.StringVar(&v.o.token, "token", "", "Nomad ACL token sent as X-Nomad-Token (default $NOMAD_TOKEN)")
 	f.BoolVar(&v.o.json, "json", false, "print the data as JSON")
 	f.StringVar(&v.o.tmpl, "t", "", "format the data with a Go template (text/template over the JSON: {{.field}} by its JSON name)")
@@ -104,6 +106,7 @@ func (v *view) Run(args []string) int {
 		}
 		pos, args = append(pos, args[0]), args[1:]
 	}
+	v.deprecated()
 	o := &v.o
 	if n := len(pos); n < v.minArgs || n > v.maxArgs {
 		want := fmt.Sprintf("%d", v.minArgs)

@@ -109,7 +109,7 @@ func lineWith(t *testing.T, out, key string) []string {
 
 func TestJobListView(t *testing.T) {
 	srv, _ := viewServer(t, "")
-	out := mustRun(t, "job", "list", "-addr", srv.URL)
+	out := mustRun(t, "job", "list", "-rondo-addr", srv.URL)
 	if h := lineWith(t, out, "Job"); strings.Join(h, " ") != "Job User VC State GPUs Queue Priority Waiting Progress ETA Reason" {
 		t.Errorf("header %v", h)
 	}
@@ -124,27 +124,27 @@ func TestJobListView(t *testing.T) {
 		}
 	}
 	// Filters: -vc, -user, -state (pending: not running, not done).
-	out = mustRun(t, "job", "list", "-addr", srv.URL, "-vc", "research", "-state", "pending")
+	out = mustRun(t, "job", "list", "-rondo-addr", srv.URL, "-vc", "research", "-state", "pending")
 	if !strings.Contains(out, "gang") || !strings.Contains(out, "bad") || strings.Contains(out, "lm ") || strings.Contains(out, "low") {
 		t.Errorf("-vc research -state pending:\n%s", out)
 	}
-	out = mustRun(t, "job", "list", "-addr", srv.URL, "-user", "alice", "-state", "running,queued")
+	out = mustRun(t, "job", "list", "-rondo-addr", srv.URL, "-user", "alice", "-state", "running,queued")
 	if !strings.Contains(out, "lm ") || !strings.Contains(out, "gang") || strings.Contains(out, "opp") {
 		t.Errorf("-user alice:\n%s", out)
 	}
-	if code, _, errOut := runCaptured(t, "job", "list", "-addr", srv.URL, "-state", "sleeping"); code != 1 || !strings.Contains(errOut, "want running, queued") {
+	if code, _, errOut := runCaptured(t, "job", "list", "-rondo-addr", srv.URL, "-state", "sleeping"); code != 1 || !strings.Contains(errOut, "want running, queued") {
 		t.Errorf("bad -state: %d %s", code, errOut)
 	}
 	// -json round trips: exactly the filtered jobs of the status.
 	var got []agent.JobStatus
-	if err := json.Unmarshal([]byte(mustRun(t, "job", "list", "-addr", srv.URL, "-json", "-state", "done")), &got); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "job", "list", "-rondo-addr", srv.URL, "-json", "-state", "done")), &got); err != nil {
 		t.Fatal(err)
 	}
 	if want := viewStatus().Jobs[5:]; !reflect.DeepEqual(got, want) {
 		t.Errorf("-json: %+v, want %+v", got, want)
 	}
 	// -t: a Go template over the JSON, by JSON names.
-	out = mustRun(t, "job", "list", "-addr", srv.URL, "-state", "pending", "-t",
+	out = mustRun(t, "job", "list", "-rondo-addr", srv.URL, "-state", "pending", "-t",
 		`{{range .}}{{.id}}:{{.queue_position}}:{{.pending_kind}};{{end}}`)
 	if out != "gang:1:gang;low:2:priority;bad:<no value>:rejected;" {
 		t.Errorf("-t: %q", out)
@@ -154,7 +154,7 @@ func TestJobListView(t *testing.T) {
 func TestJobStatusView(t *testing.T) {
 	srv, _ := viewServer(t, "")
 	// From GET /v1/jobs/lm: the history with its reasons.
-	out := mustRun(t, "job", "status", "-addr", srv.URL, "lm")
+	out := mustRun(t, "job", "status", "-rondo-addr", srv.URL, "lm")
 	for _, want := range []string{"ID:         lm", "User:       alice", "Namespace:  default", "State:      running",
 		"Progress:   600/1000 steps", "Last plan:  keep: kept", "History", "Round  Time", "admit", "placed in its VC's share",
 		"suspend", "preempted for gang", "migrate"} {
@@ -163,7 +163,7 @@ func TestJobStatusView(t *testing.T) {
 		}
 	}
 	// Not at /v1/jobs/{id}: from the status, with why it waits.
-	out = mustRun(t, "job", "status", "-addr", srv.URL, "gang")
+	out = mustRun(t, "job", "status", "-rondo-addr", srv.URL, "gang")
 	for _, want := range []string{"State:      queued", "Pending:    waits for a gang of 4 GPUs on one server: the largest free set of v100 has 3 (gang)",
 		"Queue:      #1 in research, priority 2.5", "Waiting:    1m35s"} {
 		if !strings.Contains(out, want) {
@@ -171,31 +171,31 @@ func TestJobStatusView(t *testing.T) {
 		}
 	}
 	// A rejected job is listed as such, never "unknown to the agent".
-	out = mustRun(t, "job", "status", "-addr", srv.URL, "bad")
+	out = mustRun(t, "job", "status", "-rondo-addr", srv.URL, "bad")
 	if !strings.Contains(out, "State:      rejected") || !strings.Contains(out, `Pending:    meta rondo.steps = "abc": not a number`) {
 		t.Errorf("rejected job:\n%s", out)
 	}
 	var j agent.JobStatus
-	if err := json.Unmarshal([]byte(mustRun(t, "job", "status", "-addr", srv.URL, "-json", "lm")), &j); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "job", "status", "-rondo-addr", srv.URL, "-json", "lm")), &j); err != nil {
 		t.Fatal(err)
 	}
 	if len(j.History) != 3 || j.History[1].Reason != "preempted for gang" {
 		t.Errorf("-json history %+v", j.History)
 	}
-	if out = mustRun(t, "job", "status", "-addr", srv.URL, "-t", `{{.state}} {{(index .history 0).intent}}`, "lm"); out != "running admit" {
+	if out = mustRun(t, "job", "status", "-rondo-addr", srv.URL, "-t", `{{.state}} {{(index .history 0).intent}}`, "lm"); out != "running admit" {
 		t.Errorf("-t: %q", out)
 	}
-	if code, _, errOut := runCaptured(t, "job", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
+	if code, _, errOut := runCaptured(t, "job", "status", "-rondo-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "unknown to the agent") {
 		t.Errorf("unknown job: %d %s", code, errOut)
 	}
-	if code, _, errOut := runCaptured(t, "job", "status", "-addr", srv.URL); code != 1 || !strings.Contains(errOut, "want 1 arguments") {
+	if code, _, errOut := runCaptured(t, "job", "status", "-rondo-addr", srv.URL); code != 1 || !strings.Contains(errOut, "want 1 arguments") {
 		t.Errorf("no JOB: %d %s", code, errOut)
 	}
 }
 
 func TestVCStatusView(t *testing.T) {
 	srv, _ := viewServer(t, "")
-	out := mustRun(t, "vc", "status", "-addr", srv.URL)
+	out := mustRun(t, "vc", "status", "-rondo-addr", srv.URL)
 	if got := strings.Join(lineWith(t, out, "fifo_perf"), " "); got != "research fifo_perf 2 2 2.00 1.50 0.75" {
 		t.Errorf("research: %s\n%s", got, out)
 	}
@@ -211,7 +211,7 @@ func TestVCStatusView(t *testing.T) {
 			t.Errorf("vc status lacks row %q:\n%s", want, out)
 		}
 	}
-	out = mustRun(t, "vc", "status", "-addr", srv.URL, "research")
+	out = mustRun(t, "vc", "status", "-rondo-addr", srv.URL, "research")
 	for _, want := range []string{"VC:       research", "Cells:    v100-node=1", "Jobs:     2 running, 2 pending",
 		"GPU time: entitled 2.00 GPU-h, received 1.50 GPU-h (received/entitled 0.75)"} {
 		if !strings.Contains(out, want) {
@@ -219,31 +219,31 @@ func TestVCStatusView(t *testing.T) {
 		}
 	}
 	var v agent.VC
-	if err := json.Unmarshal([]byte(mustRun(t, "vc", "status", "-addr", srv.URL, "-json", "prod")), &v); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "vc", "status", "-rondo-addr", srv.URL, "-json", "prod")), &v); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(v, viewStatus().VCs[1]) {
 		t.Errorf("-json prod: %+v", v)
 	}
 	var vs []agent.VC
-	if err := json.Unmarshal([]byte(mustRun(t, "vc", "status", "-addr", srv.URL, "-json", "-vc", "research")), &vs); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "vc", "status", "-rondo-addr", srv.URL, "-json", "-vc", "research")), &vs); err != nil {
 		t.Fatal(err)
 	}
 	if len(vs) != 1 || vs[0].Name != "research" {
 		t.Errorf("-json -vc research: %+v", vs)
 	}
-	if out = mustRun(t, "vc", "status", "-addr", srv.URL, "-t", `{{range .}}{{.name}} borrowed {{json .borrowed}} lent {{json .lent}}
+	if out = mustRun(t, "vc", "status", "-rondo-addr", srv.URL, "-t", `{{range .}}{{.name}} borrowed {{json .borrowed}} lent {{json .lent}}
 {{end}}`); out != "research borrowed {\"k80\":1} lent null\nprod borrowed null lent {\"k80\":1}\n" {
 		t.Errorf("-t: %q", out)
 	}
-	if code, _, errOut := runCaptured(t, "vc", "status", "-addr", srv.URL, "dev"); code != 1 || !strings.Contains(errOut, "its VCs: research, prod") {
+	if code, _, errOut := runCaptured(t, "vc", "status", "-rondo-addr", srv.URL, "dev"); code != 1 || !strings.Contains(errOut, "its VCs: research, prod") {
 		t.Errorf("unknown VC: %d %s", code, errOut)
 	}
 }
 
 func TestNodeStatusView(t *testing.T) {
 	srv, _ := viewServer(t, "")
-	out := mustRun(t, "node", "status", "-addr", srv.URL)
+	out := mustRun(t, "node", "status", "-rondo-addr", srv.URL)
 	if got := strings.Join(lineWith(t, out, "5c1d2e3f "), " "); got != "v100-0 5c1d2e3f rondo dgx yes 2 2 2" {
 		t.Errorf("node line %s\n%s", got, out)
 	}
@@ -257,21 +257,21 @@ func TestNodeStatusView(t *testing.T) {
 		}
 	}
 	// One node by name or id prefix; -vc keeps the GPUs running its jobs.
-	out = mustRun(t, "node", "status", "-addr", srv.URL, "0f3e")
+	out = mustRun(t, "node", "status", "-rondo-addr", srv.URL, "0f3e")
 	if !strings.Contains(out, "Node:     k80-0") || !strings.Contains(out, "GPU-k80-0") {
 		t.Errorf("node 0f3e:\n%s", out)
 	}
 	var ns []agent.NodeStatus
-	if err := json.Unmarshal([]byte(mustRun(t, "node", "status", "-addr", srv.URL, "-json", "-vc", "research")), &ns); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, "node", "status", "-rondo-addr", srv.URL, "-json", "-vc", "research")), &ns); err != nil {
 		t.Fatal(err)
 	}
 	if len(ns) != 2 || len(ns[0].GPUs) != 1 || ns[0].GPUs[0].ID != "GPU-k80-0" || len(ns[1].GPUs) != 1 || ns[1].GPUs[0].ID != "GPU-v100-0" {
 		t.Errorf("-json -vc research: %+v", ns)
 	}
-	if out = mustRun(t, "node", "status", "-addr", srv.URL, "-t", `{{.name}}:{{len .gpus}}`, "v100-0"); out != "v100-0:2" {
+	if out = mustRun(t, "node", "status", "-rondo-addr", srv.URL, "-t", `{{.name}}:{{len .gpus}}`, "v100-0"); out != "v100-0:2" {
 		t.Errorf("-t: %q", out)
 	}
-	if code, _, errOut := runCaptured(t, "node", "status", "-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "its nodes: k80-0, v100-0") {
+	if code, _, errOut := runCaptured(t, "node", "status", "-rondo-addr", srv.URL, "nope"); code != 1 || !strings.Contains(errOut, "its nodes: k80-0, v100-0") {
 		t.Errorf("unknown node: %d %s", code, errOut)
 	}
 }
