@@ -132,6 +132,7 @@ func envVar(out, key string) string {
 }
 
 func TestDevicePluginOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
 	}

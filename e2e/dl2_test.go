@@ -180,6 +180,7 @@ func batchesAre(c *api.Client, id string, n, ps int) (bool, string) {
 // and PS 0 each had exactly one allocation in the whole run; no GPU was
 // ever held twice.
 func TestDL2OnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	spec := cluster.UniformClient("v100-d", "v100", 3)
 	spec.CPUMHz = 17 * hostCoreMHz(t) // 17 cores: the sizer's CPUs never bind here
 	s := startStackWith(t, []cluster.ClientSpec{spec}, `round_seconds = 4

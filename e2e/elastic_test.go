@@ -36,6 +36,7 @@ func allocsByIndex(c *api.Client, id string) map[int]*api.AllocationListStub {
 // without restarting the workers it keeps; when the fixed job is gone the
 // elastic job grows back. No GPU is ever held by two allocations.
 func TestElasticOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-e", "v100", 3)}, `round_seconds = 4
 vc "research" {
   policy = "max_min_fairness_perf"

@@ -53,6 +53,7 @@ func (f *fakeAllocator) Report(_ context.Context, c lease.Caller, p lease.Progre
 // for its own job, 403 for another job id, 401 with the default identity
 // (wrong audience).
 func TestLeaseAPIWorkloadIdentity(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	if testing.Short() {
 		t.Skip("e2e: starts a Nomad agent")
 	}

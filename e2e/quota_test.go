@@ -30,6 +30,7 @@ vc "shared" {
 // runs within a few rounds; /v1/status shows each job's VC, and FIFO's
 // third job waiting over its VC's quota.
 func TestQuotaVCsOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}, quotaConfig)
 	c := s.c.API
 	vcOf := map[string]string{}

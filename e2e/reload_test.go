@@ -114,6 +114,7 @@ vc "b" {
 // shares or cells. VC a holds four jobs of two entities (e1: a0; e2: a1,
 // a2, a3), VC b two jobs.
 func TestReloadOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)},
 		reloadConfigs[0].cfg)
 	vcOf := map[string]string{}

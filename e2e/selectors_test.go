@@ -15,6 +15,7 @@ import (
 // crash. Four 1-GPU jobs of the VC fill the four GPUs; the V100 ones are
 // admitted into pool gpu-east on its nodes.
 func TestCellSelectorsOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	east := func(name string) cluster.ClientSpec {
 		cs := cluster.UniformClient(name, "v100", 1)
 		cs.NodePool = "gpu-east"

@@ -56,6 +56,7 @@ func isForbidden(err error) bool {
 // from the minimal policy on an ACL-enabled agent: the state store, the
 // leader lock, job and node operations; and checks what the policy forbids.
 func TestAllocatorStateACL(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	if testing.Short() {
 		t.Skip("e2e: starts a Nomad agent")
 	}

@@ -23,6 +23,7 @@ import (
 // keeps serving its status API with leader=false and the leader's address;
 // when the leader stops it takes over.
 func TestStatusAPIOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStack(t)
 	a := s.startStatusAgent("-lease-addr", s.leaseAddr)
 	base := "http://" + a.addr
@@ -177,6 +178,7 @@ func waitHTTP(t *testing.T, url string, d time.Duration) {
 // token) and on (no token 401, an unknown token 403, the management
 // token allowed).
 func TestStatusAPITokensOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	if testing.Short() {
 		t.Skip("e2e: starts Nomad agents")
 	}

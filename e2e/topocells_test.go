@@ -46,6 +46,7 @@ func pcieBox(name string) cluster.ClientSpec {
 // of one socket, and each 2-GPU job of the VC holding two derived PCIe
 // switch cells runs on the two GPUs of one switch, all at once.
 func TestCellsFromTopologyOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, []cluster.ClientSpec{pcieBox("pcie-a")}, topoConfig)
 	c := s.c.API
 	job := func(id, vc string, gpus int) {
@@ -99,6 +100,7 @@ func TestCellsFromTopologyOnNomad(t *testing.T) {
 // one MIG instance Nomad gives it by its MIG uuid, never the parent GPU;
 // LAS rotates the third in within a few rounds.
 func TestMIGJobsOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	cs := cluster.ClientSpec{Name: "mig-a", GPUType: "a100", GPUs: []cluster.FakeGPU{{
 		UUID: "GPU-mig-a-0", Model: "NVIDIA A100-SXM4-40GB", MemoryMiB: 40960,
 		MIG: []cluster.FakeMIG{{UUID: "MIG-mig-a-0-0", Profile: "3g.20gb", MemoryMiB: 20096}, {UUID: "MIG-mig-a-0-1", Profile: "3g.20gb", MemoryMiB: 20096}},

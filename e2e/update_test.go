@@ -135,6 +135,7 @@ vc "research" {
 // bounds in rondo.elastic; a 3-GPU job then gets the GPUs, which needs the
 // elastic job scaled to 0 (refused by Nomad below the block's min).
 func TestScalingBlockOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-s", "v100", 3)}, `round_seconds = 4
 vc "research" {
   policy = "max_min_fairness_perf"

@@ -121,6 +121,7 @@ func (s *stack) rondoCLI(a *agentProc) func(args ...string) string {
 // -watch-count work against the real agent, which refuses a token Nomad
 // does not know.
 func TestViewsOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	s := startStackWith(t, cluster.DefaultClients(), viewsConfig)
 	c := s.c.API
 	running := func(ids ...string) bool {

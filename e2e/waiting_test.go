@@ -29,6 +29,7 @@ import (
 //     history has the wait event; no history in /v1/status; an unknown job
 //     is a 404 with a JSON error.
 func TestWhyWaitingOnNomad(t *testing.T) {
+	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
 	cfg := `round_seconds = 2
 vc "research" {
   policy = "fifo"
