@@ -202,14 +202,13 @@ func (a *Agent) Job(id string) (JobStatus, bool) {
 // serveJob is GET /v1/jobs/{id}: the job's status with its history, or a
 // 404 with a JSON error.
 func (a *Agent) serveJob(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
 	id := r.PathValue("id")
 	js, ok := a.Job(id)
 	if !ok {
-		w.WriteHeader(http.StatusNotFound)
-		json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf("job %q is unknown to the agent", id)})
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("job %q is unknown to the agent", id))
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(js)
