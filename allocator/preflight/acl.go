@@ -104,4 +104,3 @@ func CheckPreemption(conf *api.SchedulerConfiguration, err error) Finding {
 	}
 	return ok("preemption", "preemption is on for batch and service jobs")
 }
-
