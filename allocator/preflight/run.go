@@ -32,7 +32,12 @@ func Run(ctx context.Context, c *api.Client, cfg *rhcl.Config, o Options) []Find
 		o.Pool = rnomad.DefaultPool
 	}
 	if len(o.Namespaces) == 0 {
-		o.Namespaces = []string{"default"}
+		o.Namespaces = []string{""}
+	}
+	for i, ns := range o.Namespaces {
+		if ns == "" {
+			o.Namespaces[i] = "default" // as Nomad reads an unset namespace
+		}
 	}
 	if o.StatePath == "" {
 		o.StatePath = state.DefaultPath
