@@ -7,7 +7,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 VERSION ?= $(shell git describe --always --dirty --tags 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/rondo-sched/rondo/internal/version.Version=$(VERSION)
 
-.PHONY: all deps build run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
+.PHONY: all deps build client run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
 
 all: build
 
@@ -18,6 +18,14 @@ build: deps
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rondo ./cmd/rondo
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/nomad-device-rondo ./cmd/nomad-device-rondo
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rondo-trainer ./cmd/rondo-trainer
+
+# The client binary (bin/rondo-client): status, job, vc status, node status,
+# config validate (-nomad), policy list, version. Built without COIN-OR Clp
+# (-tags noclp) and without cgo: one static file to copy onto any host; the
+# commands that solve (agent, simulate, policy solve, demo) say to use the
+# full binary. Needs no deps. cmd/rondo's TestClientBinary builds it.
+client:
+	CGO_ENABLED=0 $(GO) build -tags noclp -ldflags "$(LDFLAGS)" -o $(BIN)/rondo-client ./cmd/rondo
 
 # The main job: a local Nomad cluster with fake GPUs, the agent, jobs/.
 run: build nomad

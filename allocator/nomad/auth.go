@@ -77,7 +77,7 @@ func (a *Authorizer) ask(ctx context.Context, token string) (final bool, err err
 	if token == "" {
 		// Is there anything to check? Ask with the agent's own token.
 		tok, _, err := a.Client.ACLTokens().Self(q)
-		if aclDisabled(err) || (err == nil && disabledToken(tok)) {
+		if ACLsDisabled(tok, err) {
 			return true, nil
 		}
 		if err != nil && !answered(err) {
@@ -100,6 +100,13 @@ func (a *Authorizer) ask(ctx context.Context, token string) (final bool, err err
 		return true, &agent.AuthError{Code: http.StatusForbidden, Msg: "Nomad does not accept the token: " + err.Error()}
 	}
 	return false, err
+}
+
+// ACLsDisabled tells from Nomad's answer to token/self (ACLTokens().Self)
+// that the cluster runs without ACLs: its "ACLs disabled" token, or older
+// versions' "ACL support disabled" error.
+func ACLsDisabled(tok *api.ACLToken, err error) bool {
+	return aclDisabled(err) || (err == nil && disabledToken(tok))
 }
 
 // disabledToken: Nomad answers token/self with its "ACLs disabled" token

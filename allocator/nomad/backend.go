@@ -220,11 +220,12 @@ func New(cfg Config) (*Backend, error) {
 // agent runs on; guaranteed jobs then cannot evict opportunistic ones
 // unless an operator enables preemption.
 var ErrPreemptionForbidden = errors.New("the allocator's token may not set the scheduler configuration (403): " +
-	"guaranteed jobs cannot preempt opportunistic ones until an operator runs " +
-	"`nomad operator scheduler set-config -preempt-batch-scheduler=true -preempt-service-scheduler=true` " +
+	"guaranteed jobs cannot preempt opportunistic ones until an operator runs `" +
+	EnablePreemption + "` " +
 	"(or grant the token operator write)")
 
-func forbidden(err error) bool {
+// Forbidden reports whether err is Nomad refusing the token (403).
+func Forbidden(err error) bool {
 	var ue api.UnexpectedResponseError
 	if errors.As(err, &ue) {
 		return ue.StatusCode() == 403
@@ -240,7 +241,7 @@ func (b *Backend) Setup() error {
 	op := b.cfg.Client.Operator()
 	cur, _, err := op.SchedulerGetConfiguration(nil)
 	if err != nil {
-		if forbidden(err) {
+		if Forbidden(err) {
 			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
 		}
 		return fmt.Errorf("nomad: scheduler configuration: %w", err)
@@ -249,19 +250,37 @@ func (b *Backend) Setup() error {
 	if conf == nil {
 		conf = &api.SchedulerConfiguration{}
 	}
-	if conf.PreemptionConfig.BatchSchedulerEnabled && conf.PreemptionConfig.ServiceSchedulerEnabled {
+	if len(PreemptionOff(conf)) == 0 {
 		return nil
 	}
 	conf.PreemptionConfig.BatchSchedulerEnabled = true
 	conf.PreemptionConfig.ServiceSchedulerEnabled = true
 	if _, _, err := op.SchedulerSetConfiguration(conf, nil); err != nil {
-		if forbidden(err) {
+		if Forbidden(err) {
 			return fmt.Errorf("%w: %v", ErrPreemptionForbidden, err)
 		}
 		return fmt.Errorf("nomad: enable preemption: %w", err)
 	}
 	return nil
 }
+
+// PreemptionOff lists the schedulers ("batch", "service") of the job types
+// Rondo schedules whose preemption conf leaves off (nil: all off). Setup
+// turns them on; `rondo config validate -nomad` reports them.
+func PreemptionOff(conf *api.SchedulerConfiguration) []string {
+	var off []string
+	if conf == nil || !conf.PreemptionConfig.BatchSchedulerEnabled {
+		off = append(off, "batch")
+	}
+	if conf == nil || !conf.PreemptionConfig.ServiceSchedulerEnabled {
+		off = append(off, "service")
+	}
+	return off
+}
+
+// EnablePreemption is the command an operator runs to turn preemption on
+// for the schedulers Rondo needs.
+const EnablePreemption = "nomad operator scheduler set-config -preempt-batch-scheduler=true -preempt-service-scheduler=true"
 
 func (b *Backend) nowS() float64 { return b.cfg.Now().Sub(b.epoch).Seconds() }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/lease"
 	leaseclient "github.com/rondo-sched/rondo/allocator/lease/client"
+	"github.com/rondo-sched/rondo/allocator/loop"
 	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/allocator/placement"
 	"github.com/rondo-sched/rondo/allocator/round"
@@ -58,6 +59,7 @@ type agentCmd struct {
 	leaderTTL  time.Duration
 	advertise  string
 	statusAuth bool
+	dryRun     bool
 }
 
 func newAgentCmd() *agentCmd {
@@ -80,6 +82,7 @@ func newAgentCmd() *agentCmd {
 	c.flags.StringVar(&c.statePath, "state-path", state.DefaultPath, "variable path of the durable state (the leader lock is <path>-leader)")
 	c.flags.DurationVar(&c.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock (10s to 24h)")
 	c.flags.StringVar(&c.advertise, "advertise", "", "the status API's URL as other hosts reach it, published by the leader for standbys (default http://<-addr>, the host name for an unspecified IP)")
+	c.flags.BoolVar(&c.dryRun, "dry-run", false, "run rounds and log each plan without enforcing it (no job or state writes, no leader lock, no lease API): what the running agent would do")
 	c.flags.BoolVar(&c.statusAuth, "status-auth", true, "check the status API's tokens against Nomad's ACLs (open when ACLs are disabled; /metrics and /v1/health are always open)")
 	return c
 }
@@ -318,7 +321,9 @@ func (c *agentCmd) Run(args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if err := backend.Setup(); err != nil {
+	if c.dryRun {
+		log.Info("dry run: plans are logged, not enforced; the state is read, not written; no leader lock")
+	} else if err := backend.Setup(); err != nil {
 		if !errors.Is(err, rnomad.ErrPreemptionForbidden) {
 			return c.fail(err)
 		}
@@ -352,13 +357,16 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	defer tel.Close()
 	tel.SetVCs(vcQuotas(s.cfg))
-	acfg := agent.Config{Backend: backend, Engine: dec, Round: s.round, Logger: log,
+	acfg := agent.Config{Backend: dryRunOr(c.dryRun, backend, log), Engine: dec, Round: s.round, Logger: log,
 		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
 	if c.statusAuth {
 		acfg.Authorizer = (&rnomad.Authorizer{Client: client}).Authorize
 	}
 	if c.durable {
 		acfg.Store = state.NewStore(client, state.Options{Namespace: nc.Namespace, Path: c.statePath})
+		if c.dryRun {
+			acfg.Store = agent.ReadOnly(acfg.Store)
+		}
 	}
 	ag = agent.New(acfg)
 	ln, err := net.Listen("tcp", c.addr)
@@ -373,7 +381,7 @@ func (c *agentCmd) Run(args []string) int {
 	go srv.Serve(ln)
 	defer srv.Close()
 	leaseURL := ""
-	if c.leaseAddr != "" {
+	if c.leaseAddr != "" && !c.dryRun {
 		lln, err := net.Listen("tcp", c.leaseAddr)
 		if err != nil {
 			return c.fail(err)
@@ -485,8 +493,8 @@ func (c *agentCmd) Run(args []string) int {
 // (state.PublishLeader); a standby reads it while it waits and names it in
 // its status (leader=false, leader_addr).
 func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, fresh func() error, advertise string, log hclog.Logger) error {
-	if !c.durable {
-		ag.SetLeader(true, "")
+	if !c.durable || c.dryRun {
+		ag.SetLeader(!c.dryRun, "") // a dry run leads nothing
 		return ag.Run(ctx)
 	}
 	// The lock gets a client of its own: api.Client.Locks rewrites the
@@ -659,4 +667,13 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 	}
 	nc.HttpClient = hc
 	return nil
+}
+
+// dryRunOr is the backend the agent drives: with -dry-run, one that logs
+// each plan and enforces nothing (agent.DryRun).
+func dryRunOr(dry bool, b *rnomad.Backend, log hclog.Logger) loop.Backend {
+	if dry {
+		return agent.DryRun(b, log.Named("dry-run"))
+	}
+	return b
 }

@@ -29,7 +29,7 @@ func main() {
 func run(args []string) int {
 	c := cli.NewCLI("rondo", version.Version)
 	c.Args = args
-	c.Commands = commands
+	c.Commands = withSolver(commands)
 	c.HelpWriter = os.Stdout
 	c.ErrorWriter = os.Stderr
 	code, err := c.Run()

@@ -1,7 +1,5 @@
-// Package lp is a small linear-programming layer over COIN-OR Clp (cgo): build
-// a model row by row, solve it with the dual simplex, read primal values and
-// row duals. Policies use it where their structure gives no faster method.
-// Mixed-integer models go to COIN-OR Cbc (SetInteger, SolveMIP in mip.go).
+//go:build !noclp
+
 package lp
 
 // #cgo pkg-config: clp
@@ -10,77 +8,10 @@ package lp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"unsafe"
 )
-
-// Inf is an infinite bound.
-var Inf = math.Inf(1)
-
-// ErrInfeasible is returned when the model has no feasible point.
-var ErrInfeasible = errors.New("lp: infeasible")
-
-// ErrUnbounded is returned when the objective is unbounded.
-var ErrUnbounded = errors.New("lp: unbounded")
-
-type row struct {
-	idx    []int
-	val    []float64
-	lo, up float64
-}
-
-// Model is a linear program: bounds and objective per variable, ranged rows.
-type Model struct {
-	obj, lo, up []float64
-	rows        []row
-	maximize    bool
-	integer     []bool // SetInteger's marks, by variable; missing entries are false
-}
-
-// AddVar adds a variable with bounds [lo, up] and objective coefficient obj,
-// returning its index.
-func (m *Model) AddVar(lo, up, obj float64) int {
-	m.lo = append(m.lo, lo)
-	m.up = append(m.up, up)
-	m.obj = append(m.obj, obj)
-	return len(m.obj) - 1
-}
-
-// NumVars is the number of variables.
-func (m *Model) NumVars() int { return len(m.obj) }
-
-// SetObj changes a variable's objective coefficient.
-func (m *Model) SetObj(v int, c float64) { m.obj[v] = c }
-
-// AddRow adds lo ≤ Σ val[i]·x[idx[i]] ≤ up and returns the row index. The
-// slices are copied.
-func (m *Model) AddRow(idx []int, val []float64, lo, up float64) int {
-	if len(idx) != len(val) {
-		panic("lp: AddRow with mismatched slices")
-	}
-	m.rows = append(m.rows, row{idx: append([]int(nil), idx...), val: append([]float64(nil), val...), lo: lo, up: up})
-	return len(m.rows) - 1
-}
-
-// Maximize makes the objective a maximization (the default minimizes).
-func (m *Model) Maximize() { m.maximize = true }
-
-// Solution is an optimal point, or from SolveMIP the best integer point
-// found.
-type Solution struct {
-	X         []float64
-	Duals     []float64 // one per row, in the model's objective sense; nil from SolveMIP
-	Objective float64
-
-	// SolveMIP only. Suboptimal: the time limit stopped the search before
-	// X was proven optimal (within the gap); X is the best integer solution
-	// found. Bound: Cbc's best bound on the optimal objective (≥ Objective
-	// when maximizing, ≤ when minimizing).
-	Suboptimal bool
-	Bound      float64
-}
 
 func bound(v float64) C.double {
 	switch {
@@ -269,14 +200,6 @@ func (l *Live) Close() {
 	}
 }
 
-// Column is a variable to add to a Live model: bounds, objective coefficient
-// and its entries by row.
-type Column struct {
-	Lo, Up, Obj float64
-	Rows        []int
-	Vals        []float64
-}
-
 // AddColumns appends variables; their indices follow the existing ones.
 func (l *Live) AddColumns(cols []Column) error {
 	if len(cols) == 0 {
@@ -333,3 +256,5 @@ func (l *Live) Solve() (*Solution, error) {
 	l.solved = true
 	return solveFromScratch(l.model, l.nc, l.nr)
 }
+
+const available = true

@@ -1,3 +1,5 @@
+//go:build !noclp
+
 package lp
 
 // #cgo pkg-config: cbc
@@ -6,7 +8,6 @@ package lp
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -14,43 +15,6 @@ import (
 	"time"
 	"unsafe"
 )
-
-// ErrNoSolution is returned by SolveMIP when the time limit stopped the
-// search before it found any integer solution (the model may or may not have
-// one).
-var ErrNoSolution = errors.New("lp: no integer solution within the time limit")
-
-// SetInteger marks a variable integer for SolveMIP (a binary variable is an
-// integer one with bounds [0, 1]). Solve ignores the marks: it solves the LP
-// relaxation.
-func (m *Model) SetInteger(v int) {
-	if v < 0 || v >= len(m.obj) {
-		panic(fmt.Sprintf("lp: SetInteger of variable %d of %d", v, len(m.obj)))
-	}
-	for len(m.integer) < len(m.obj) {
-		m.integer = append(m.integer, false)
-	}
-	m.integer[v] = true
-}
-
-// IsInteger reports whether SetInteger marked variable v.
-func (m *Model) IsInteger(v int) bool { return v < len(m.integer) && m.integer[v] }
-
-// MIPOptions are SolveMIP's limits. The zero value searches to a proven
-// optimum.
-type MIPOptions struct {
-	// TimeLimit bounds the call's wall-clock time from its start, time
-	// spent waiting for other SolveMIP calls included (Cbc's solver runs
-	// one call at a time); a call that waited past it still searches for
-	// 1 ms. Cbc checks the clock between steps of its search, so a call can
-	// run somewhat past the limit. 0: no limit.
-	TimeLimit time.Duration
-	// Gap stops the search once the best integer solution is within this
-	// fraction of the best bound (Cbc's ratioGap: 0.01 accepts a solution
-	// within 1% of optimal). 0: Cbc's default, which is to prove optimality
-	// (up to its tolerances).
-	Gap float64
-}
 
 // cbcMu serializes Cbc's CbcMain0 and CbcMain1, which Cbc_newModel and
 // Cbc_solve call: as Debian builds Cbc (without CBC_THREAD_SAFE), they read

@@ -1,3 +1,5 @@
+//go:build !noclp
+
 package lp
 
 import (
