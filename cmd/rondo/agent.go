@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -689,7 +689,7 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 		return nil
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ForceAttemptHTTP2 = false // as the API's client: alloc exec needs HTTP/1
+	tr.ForceAttemptHTTP2 = false   // as the API's client: alloc exec needs HTTP/1
 	if tr.TLSClientConfig == nil { // api.ConfigureTLS writes into it
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
