@@ -50,7 +50,7 @@ vc "prod" {
 // ui-jobs.png and ui-job.png in DIR, then removes research's jobs (its
 // GPUs fall idle) and saves ui-overview.png and ui-vcs.png 30 s later.
 func TestWebUIOnNomad(t *testing.T) {
-	t.Parallel() // no timing bound: runs beside another (e2e/README.md)
+	t.Parallel()        // no timing bound: runs beside another (e2e/README.md)
 	br := newBrowser(t) // before the cluster: no Chromium fails at once
 	shots := os.Getenv("RONDO_SCREENSHOTS")
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("k80-a", "k80", 2)}, uiConfig)

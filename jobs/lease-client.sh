@@ -15,6 +15,8 @@
 #
 # Environment: RONDO_LEASE_ADDR (host:port or URL, required); NOMAD_JOB_ID,
 # NOMAD_ALLOC_ID, NOMAD_NAMESPACE (set by Nomad; RONDO_JOB overrides the job).
+# For an https:// address with a private CA: RONDO_CACERT (curl --cacert), and
+# RONDO_CLIENT_CERT, RONDO_CLIENT_KEY when the agent verifies clients.
 # Token, first found: $RONDO_IDENTITY_FILE, $NOMAD_TOKEN_rondo,
 # $NOMAD_SECRETS_DIR/nomad_rondo.jwt, $NOMAD_TOKEN, $NOMAD_SECRETS_DIR/nomad_token.
 # The task needs an identity block, preferably a dedicated one:
@@ -30,6 +32,14 @@ set -eu
 addr=${RONDO_LEASE_ADDR:?RONDO_LEASE_ADDR is not set}
 case $addr in *://*) ;; *) addr="http://$addr" ;; esac
 addr=${addr%/}
+
+# curl with the TLS options of an https lease API (a private CA, client
+# certificates); set -- in a function touches only its own arguments.
+tcurl() {
+  if [ -n "${RONDO_CLIENT_CERT:-}" ]; then set -- --cert "$RONDO_CLIENT_CERT" --key "${RONDO_CLIENT_KEY:-}" "$@"; fi
+  if [ -n "${RONDO_CACERT:-}" ]; then set -- --cacert "$RONDO_CACERT" "$@"; fi
+  curl "$@"
+}
 
 token() {
   secrets=${NOMAD_SECRETS_DIR:-}
@@ -52,7 +62,7 @@ ids="\"job\":$(q "$job")"
 
 post() { # path body
   out=$(mktemp)
-  code=$(curl -sS -o "$out" -w '%{http_code}' -X POST \
+  code=$(tcurl -sS -o "$out" -w '%{http_code}' -X POST \
     -H "Authorization: Bearer $(token)" -H 'Content-Type: application/json' \
     --data "$2" "$addr$1") || { rm -f "$out"; exit 1; }
   cat "$out"; rm -f "$out"
@@ -88,7 +98,7 @@ lease)
   esac
   ;;
 health)
-  curl -sS "$addr/v1/health"
+  tcurl -sS "$addr/v1/health"
   ;;
 *)
   echo "usage: $0 progress STEPS_DONE STEPS_PER_S GPU_TYPE [KEY=VALUE...] | lease | health" >&2

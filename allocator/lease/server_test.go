@@ -32,7 +32,14 @@ type jwks struct {
 
 func newJWKS(t *testing.T) *jwks {
 	j := &jwks{}
-	j.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	j.srv = httptest.NewServer(j.handler())
+	t.Cleanup(j.srv.Close)
+	return j
+}
+
+// handler serves the key set (tests serve it over TLS or a socket too).
+func (j *jwks) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		j.fetches.Add(1)
 		if j.down.Load() {
 			http.Error(w, "down", http.StatusInternalServerError)
@@ -46,9 +53,7 @@ func newJWKS(t *testing.T) *jwks {
 			raw = append(raw, k)
 		}
 		json.NewEncoder(w).Encode(map[string]any{"keys": raw})
-	}))
-	t.Cleanup(j.srv.Close)
-	return j
+	})
 }
 
 func (j *jwks) add(kid string, pub crypto.PublicKey, alg jose.SignatureAlgorithm) {

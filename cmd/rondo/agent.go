@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,6 +54,7 @@ type agentCmd struct {
 	ackTimeout time.Duration
 	apiTimeout time.Duration
 	logLevel   string
+	logJSON    bool
 	leaseAddr  string
 	durable    bool
 	statePath  string
@@ -66,22 +68,23 @@ func newAgentCmd() *agentCmd {
 	c := &agentCmd{base: newBase("agent", "Run the allocator: schedule opted-in Nomad jobs in rounds",
 		"-config FILE|DIR [options]")}
 	c.flags.StringVar(&c.config, "config", "", "cluster config (HCL file or directory)")
-	c.flags.DurationVar(&c.round, "round", 0, "round length, overriding round_seconds (e.g. 10s)")
-	c.flags.StringVar(&c.addr, "bind-addr", "127.0.0.1:4700", "listen address of the status API")
+	c.flags.DurationVar(&c.round, "round", 0, "round length, overriding agent { round } (e.g. 10s)")
+	c.flags.StringVar(&c.addr, "bind-addr", "127.0.0.1:4700", "listen address of the status API (agent { bind_addr })")
 	c.nomad.register(c.flags)
 	warn := func(msg string) { fmt.Fprintln(c.stderr, "warning:", msg) }
 	c.deprecated = append(c.deprecated,
 		aliasFlag(c.flags, "addr", "bind-addr", &c.addr, warn),
 		aliasFlag(c.flags, "nomad-addr", "address", &c.nomad.address, warn))
-	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients")
+	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients (agent { pool })")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
 	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 15*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
-	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level")
-	c.flags.StringVar(&c.leaseAddr, "lease-addr", "", "listen address of the lease/progress API for training tasks (off when empty)")
+	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn or error (agent { log_level })")
+	c.flags.BoolVar(&c.logJSON, "log-json", false, "log JSON lines (agent { log_json })")
+	c.flags.StringVar(&c.leaseAddr, "lease-addr", "", "listen address of the lease/progress API for training tasks (agent { lease_addr }; off when empty)")
 	c.flags.BoolVar(&c.durable, "state", true, "keep the allocator state in Nomad Variables and run under the leader lock")
-	c.flags.StringVar(&c.statePath, "state-path", state.DefaultPath, "variable path of the durable state (the leader lock is <path>-leader)")
-	c.flags.DurationVar(&c.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock (10s to 24h)")
-	c.flags.StringVar(&c.advertise, "advertise", "", "the status API's URL as other hosts reach it, published by the leader for standbys (default http://<-addr>, the host name for an unspecified IP)")
+	c.flags.StringVar(&c.statePath, "state-path", state.DefaultPath, "variable path of the durable state (the leader lock is <path>-leader unless high_availability { lock_path })")
+	c.flags.DurationVar(&c.leaderTTL, "leader-ttl", 15*time.Second, "TTL of the leader lock, 10s to 24h (high_availability { lock_ttl })")
+	c.flags.StringVar(&c.advertise, "advertise", "", "the status API's URL as other hosts reach it, published by the leader for standbys (agent { advertise }; default http(s)://<-bind-addr>, the host name for an unspecified IP)")
 	c.flags.BoolVar(&c.dryRun, "dry-run", false, "run rounds and log each plan without enforcing it (no job or state writes, no leader lock, no lease API): what the running agent would do")
 	c.flags.BoolVar(&c.statusAuth, "status-auth", true, "check the status API's tokens against Nomad's ACLs (open when ACLs are disabled; /metrics and /v1/health are always open)")
 	return c
@@ -97,6 +100,8 @@ type agentSettings struct {
 	cells  bool // the config declares cells and VCs: per-VC engines
 	// entities per VC in config order (nil entries: none declared).
 	entities []map[string]policies.Entity
+	// warnings: the config's, as "warning: file:line:col: ..." lines.
+	warnings []string
 }
 
 func (c *agentCmd) load() (*agentSettings, error) {
@@ -104,6 +109,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	if diags.HasErrors() {
 		return nil, errors.New(rhcl.FormatDiagnostics(diags))
 	}
+	warnings := configWarnings(diags)
 	if err := checkVCSizers(cfg); err != nil {
 		return nil, err // a dl2 VC's model: at start, or a reload keeps the old config
 	}
@@ -142,6 +148,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 	if c.round > 0 {
 		s.round = c.round
 	}
+	s.warnings = warnings
 	return s, nil
 }
 
@@ -248,14 +255,19 @@ func (c *agentCmd) Run(args []string) int {
 	if c.config == "" {
 		return c.fail(errors.New("-config is required"))
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "rondo", Level: hclog.LevelFromString(c.logLevel), Output: c.stderr})
+	set := setFlags(c.flags)
 	s, err := c.load()
 	if err != nil {
 		return c.fail(err)
 	}
+	for _, w := range s.warnings {
+		fmt.Fprintln(c.stderr, w)
+	}
 	for _, d := range c.deprecated {
 		d()
 	}
+	c.applyAgentBlock(set, s.cfg.Agent)
+	log := c.newLogger()
 	nc, err := c.nomad.config(s.cfg.Nomad)
 	if err != nil {
 		return c.fail(err)
@@ -263,6 +275,20 @@ func (c *agentCmd) Run(args []string) int {
 	if err := withTimeout(nc, c.apiTimeout); err != nil {
 		return c.fail(err)
 	}
+	// The lease API's JWKS comes through the same TLS (or socket) as the
+	// Nomad client; built before api.NewClient rewrites a unix:// address.
+	var verifier *lease.JWKSVerifier
+	if c.leaseAddr != "" {
+		if verifier, err = lease.NewNomadJWKSVerifier(nc, leaseclient.Audience); err != nil {
+			return c.fail(err)
+		}
+	}
+	nomadAddr := nc.Address
+	listenTLS, err := newListenerTLS(s.cfg.TLS)
+	if err != nil {
+		return c.fail(err)
+	}
+	lopts := c.leaderOptions(set, s.cfg.HA, nc.Namespace)
 	client, err := api.NewClient(nc)
 	if err != nil {
 		return c.fail(err)
@@ -358,7 +384,7 @@ func (c *agentCmd) Run(args []string) int {
 	defer tel.Close()
 	tel.SetVCs(vcQuotas(s.cfg))
 	acfg := agent.Config{Backend: dryRunOr(c.dryRun, backend, log), Engine: dec, Round: s.round, Logger: log,
-		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
+		Cluster: nomadAddr, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
 	if c.statusAuth {
 		acfg.Authorizer = (&rnomad.Authorizer{Client: client}).Authorize
 	}
@@ -369,7 +395,7 @@ func (c *agentCmd) Run(args []string) int {
 		}
 	}
 	ag = agent.New(acfg)
-	ln, err := net.Listen("tcp", c.addr)
+	ln, scheme, err := listenTLS.listen(c.addr)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -382,17 +408,17 @@ func (c *agentCmd) Run(args []string) int {
 	defer srv.Close()
 	leaseURL := ""
 	if c.leaseAddr != "" && !c.dryRun {
-		lln, err := net.Listen("tcp", c.leaseAddr)
+		lln, lscheme, err := listenTLS.listen(c.leaseAddr)
 		if err != nil {
 			return c.fail(err)
 		}
-		ls := &lease.Server{Verifier: lease.NewJWKSVerifier(nc.Address, leaseclient.Audience), Decider: ag, Sink: ag,
+		ls := &lease.Server{Verifier: verifier, Decider: ag, Sink: ag,
 			Logf: func(f string, args ...any) { log.Named("lease").Debug(fmt.Sprintf(f, args...)) }}
 		lsrv := &http.Server{Handler: ls.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go lsrv.Serve(lln)
 		defer lsrv.Close()
-		log.Info("lease API", "addr", "http://"+lln.Addr().String())
-		leaseURL = "http://" + lln.Addr().String()
+		leaseURL = lscheme + "://" + lln.Addr().String()
+		log.Info("lease API", "addr", leaseURL)
 	}
 	taskEnv := func(s *agentSettings) {
 		addr := s.cfg.Tasks.LeaseAddress
@@ -401,7 +427,7 @@ func (c *agentCmd) Run(args []string) int {
 				addr = leaseURL
 			} else {
 				log.Warn("tasks are not given RONDO_LEASE_ADDR: the lease API listens on all addresses; "+
-					"set tasks { lease_address = \"http://<reachable host>:<port>\" } in the config", "lease_addr", leaseURL)
+					"set tasks { lease_address = \"http(s)://<reachable host>:<port>\" } in the config", "lease_addr", leaseURL)
 			}
 		}
 		backend.SetTaskEnv(s.cfg.Tasks.CheckpointRoot, addr)
@@ -411,7 +437,8 @@ func (c *agentCmd) Run(args []string) int {
 	if s.cells {
 		mode = "per-VC engines over cells"
 	}
-	log.Info("agent started", "mode", mode, "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
+	statusURL := scheme + "://" + ln.Addr().String()
+	log.Info("agent started", "mode", mode, "nomad", nomadAddr, "status", statusURL, "metrics", statusURL+"/metrics",
 		"policy", s.policy, "round", s.round, "durable", c.durable)
 
 	// s is replaced on SIGHUP and read when the leader lock is re-taken.
@@ -430,6 +457,17 @@ func (c *agentCmd) Run(args []string) int {
 			if err != nil {
 				log.Error("reload failed; keeping the old config", "error", err)
 				continue
+			}
+			for _, w := range ns.warnings {
+				log.Warn(w)
+			}
+			if what := needRestart(s.cfg, ns.cfg); len(what) > 0 {
+				log.Warn(restartNote(what))
+			}
+			if listenTLS != nil {
+				if err := listenTLS.reload(ns.cfg.TLS); err != nil {
+					log.Error("reload: keeping the old TLS certificate", "error", err)
+				}
 			}
 			smu.Lock()
 			var e agent.Decider
@@ -477,9 +515,9 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	advertise := c.advertise
 	if advertise == "" {
-		advertise = advertiseURL(ln.Addr())
+		advertise = advertiseURL(scheme, ln.Addr())
 	}
-	if err := c.runLeader(ctx, nc, ag, fresh, advertise, log); err != nil {
+	if err := c.runLeader(ctx, nc, lopts, ag, fresh, advertise, log); err != nil {
 		return c.fail(err)
 	}
 	fmt.Fprintln(c.stdout, "rondo agent: stopped")
@@ -492,7 +530,7 @@ func (c *agentCmd) Run(args []string) int {
 // The leader publishes its status URL (advertise) next to the lock
 // (state.PublishLeader); a standby reads it while it waits and names it in
 // its status (leader=false, leader_addr).
-func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agent, fresh func() error, advertise string, log hclog.Logger) error {
+func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, opts state.LeaderOptions, ag *agent.Agent, fresh func() error, advertise string, log hclog.Logger) error {
 	if !c.durable || c.dryRun {
 		ag.SetLeader(!c.dryRun, "") // a dry run leads nothing
 		return ag.Run(ctx)
@@ -509,8 +547,7 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 		return err
 	}
 	ag.SetLeader(false, "")
-	opts := state.LeaderOptions{Namespace: nc.Namespace, Path: c.statePath + "-leader", TTL: c.leaderTTL,
-		OnRetry: func(err error) { log.Warn("Nomad unreachable; retrying the leader lock", "error", err) }}
+	opts.OnRetry = func(err error) { log.Warn("Nomad unreachable; retrying the leader lock", "error", err) }
 	opts.OnWait = func() {
 		log.Info("waiting for the leader lock (another agent is running)")
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -554,7 +591,7 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(c.leaderTTL / 2):
+			case <-time.After(opts.TTL / 2):
 			}
 			continue
 		}
@@ -562,19 +599,19 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 	}
 }
 
-// advertiseURL is the status API's URL for a listener: http://host:port,
+// advertiseURL is the status API's URL for a listener: scheme://host:port,
 // the host name in place of an unspecified IP.
-func advertiseURL(a net.Addr) string {
+func advertiseURL(scheme string, a net.Addr) string {
 	host, port, err := net.SplitHostPort(a.String())
 	if err != nil {
-		return "http://" + a.String()
+		return scheme + "://" + a.String()
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		if h, err := os.Hostname(); err == nil {
 			host = h
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // newTelemetry makes the agent's metrics as the telemetry block says: a
@@ -660,7 +697,10 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 		return nil
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ForceAttemptHTTP2 = false // as the API's client: alloc exec needs HTTP/1
+	tr.ForceAttemptHTTP2 = false   // as the API's client: alloc exec needs HTTP/1
+	if tr.TLSClientConfig == nil { // api.ConfigureTLS writes into it
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	hc := &http.Client{Transport: tr, Timeout: d}
 	if err := api.ConfigureTLS(hc, nc.TLSConfig); err != nil {
 		return fmt.Errorf("nomad TLS: %w", err)

@@ -64,6 +64,9 @@ func (c *configValidate) Run(args []string) (code int) {
 		}
 		return 1
 	}
+	for _, w := range configWarnings(diags) {
+		fmt.Fprintln(c.stderr, w) // e.g. the deprecated round_seconds
+	}
 	if err := checkVCSizers(cfg); err != nil {
 		fmt.Fprintln(c.stderr, err) // a dl2 VC's model file
 		return 1

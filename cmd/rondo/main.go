@@ -30,6 +30,9 @@ func run(args []string) int {
 	c := cli.NewCLI("rondo", version.Version)
 	c.Args = args
 	c.Commands = withSolver(commands)
+	// Shell completion: `rondo -autocomplete-install` (bash, zsh, fish);
+	// each command completes its flags (complete.go).
+	c.Autocomplete = true
 	c.HelpWriter = os.Stdout
 	c.ErrorWriter = os.Stderr
 	code, err := c.Run()

@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/agent"
+	"github.com/rondo-sched/rondo/internal/rondotls"
 )
 
 // defaultAddr is the agent's status API when neither -addr nor RONDO_ADDR
@@ -46,6 +48,7 @@ var jobStates = []string{"running", "queued", "suspended", "done", "rejected", "
 // viewOptions are a view's flags.
 type viewOptions struct {
 	addr, token     string
+	tls             rondotls.Files // -rondo-ca-cert, -rondo-client-cert, -rondo-client-key
 	json            bool
 	tmpl            string
 	watch           bool
@@ -76,6 +79,9 @@ func newView(name, synopsis, usage string, fs filters, minArgs, maxArgs int) *vi
 	f := v.flags
 	f.StringVar(&v.o.addr, "rondo-addr", "", "the agent's API (default $RONDO_ADDR, else "+defaultAddr+")")
 	v.deprecated = aliasFlag(f, "addr", "rondo-addr", &v.o.addr, func(msg string) { fmt.Fprintln(v.stderr, "warning:", msg) })
+	f.StringVar(&v.o.tls.CACert, "rondo-ca-cert", "", "CA certificate that signed the agent's (tls {}; default $RONDO_CACERT, else the system's roots)")
+	f.StringVar(&v.o.tls.ClientCert, "rondo-client-cert", "", "client certificate for an agent with verify_https_client (default $RONDO_CLIENT_CERT)")
+	f.StringVar(&v.o.tls.ClientKey, "rondo-client-key", "", "its key (default $RONDO_CLIENT_KEY)")
 	f.StringVar(&v.o.token, "token", "", "Nomad ACL token sent as X-Nomad-Token (default $NOMAD_TOKEN)")
 	f.BoolVar(&v.o.json, "json", false, "print the data as JSON")
 	f.StringVar(&v.o.tmpl, "t", "", "format the data with a Go template (text/template over the JSON: {{.field}} by its JSON name)")
@@ -136,7 +142,10 @@ func (v *view) Run(args []string) int {
 			return v.fail(err)
 		}
 	}
-	c := newAgentClient(o.addr, o.token)
+	c, err := newAgentClient(o.addr, o.token, o.tls)
+	if err != nil {
+		return v.fail(err)
+	}
 	watching := o.watch || o.count > 0
 	ctx := context.Background()
 	if watching {
@@ -288,8 +297,10 @@ type agentClient struct {
 }
 
 // newAgentClient: addr "" is $RONDO_ADDR, else the default; an address
-// without a scheme is http; token "" is $NOMAD_TOKEN.
-func newAgentClient(addr, token string) *agentClient {
+// without a scheme is http; token "" is $NOMAD_TOKEN; unset TLS files
+// come from $RONDO_CACERT, $RONDO_CLIENT_CERT and $RONDO_CLIENT_KEY (an
+// https:// agent with a private CA).
+func newAgentClient(addr, token string, files rondotls.Files) (*agentClient, error) {
 	if addr == "" {
 		addr = os.Getenv("RONDO_ADDR")
 	}
@@ -302,7 +313,11 @@ func newAgentClient(addr, token string) *agentClient {
 	if token == "" {
 		token = os.Getenv("NOMAD_TOKEN")
 	}
-	return &agentClient{addr: strings.TrimSuffix(addr, "/"), token: token, hc: &http.Client{Timeout: 10 * time.Second}}
+	hc, err := files.FromEnv().HTTPClient(10 * time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("rondo TLS: %w", err)
+	}
+	return &agentClient{addr: strings.TrimSuffix(addr, "/"), token: token, hc: hc}, nil
 }
 
 // errNotFound is a 404 from the agent.
@@ -319,6 +334,10 @@ func (c *agentClient) get(ctx context.Context, path string, out any) error {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var ua x509.UnknownAuthorityError
+		if errors.As(err, &ua) {
+			return fmt.Errorf("%w (give the CA that signed the agent's certificate with -rondo-ca-cert or RONDO_CACERT)", err)
+		}
 		return err
 	}
 	defer resp.Body.Close()

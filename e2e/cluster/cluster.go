@@ -142,6 +142,9 @@ type AgentConfig struct {
 	LogLevel  string
 	// ACL turns ACLs on (the caller bootstraps them).
 	ACL bool
+	// TLS, when set, adds Nomad's tls {} block (the server's pair for a
+	// server, the clients' otherwise); the HTTP address is then https.
+	TLS *TLS
 }
 
 func quote(s string) string { return strconv.Quote(s) }
@@ -201,6 +204,9 @@ func (c AgentConfig) HCL() string {
 	if c.ACL {
 		b.WriteString("acl {\n  enabled = true\n}\n")
 	}
+	if c.TLS != nil {
+		b.WriteString(c.TLS.hcl(c.Server))
+	}
 	b.WriteString(c.ExtraHCL + "\n")
 	return b.String()
 }
@@ -246,6 +252,9 @@ func StartProcess(bin, dir string, cfg AgentConfig) (*Process, error) {
 	}
 	p := &Process{bin: bin, cfg: cfg, Name: cfg.Name, Dir: dir, HTTPAddr: fmt.Sprintf("http://127.0.0.1:%d", cfg.HTTP),
 		RPCAddr: fmt.Sprintf("127.0.0.1:%d", cfg.RPC), LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	if cfg.TLS != nil {
+		p.HTTPAddr = httpsAddr(p.HTTPAddr)
+	}
 	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
 	return p, nil
 }

@@ -105,6 +105,10 @@ type Options struct {
 	// ServerHCL goes inside the server's server { } block (e.g. short
 	// heartbeat TTLs, so that a lost client is marked down in seconds).
 	ServerHCL string
+	// TLS, when set, runs every agent with TLS (NewTLS): Address is
+	// https://, API trusts the CA, CLIEnv gives the nomad binary
+	// NOMAD_CACERT.
+	TLS *TLS
 }
 
 // Cluster is one server and its GPU clients.
@@ -116,8 +120,10 @@ type Cluster struct {
 	API     *api.Client
 	// ManagementToken is the bootstrap token's secret when ACLs are on.
 	ManagementToken string
-	specs           []ClientSpec
-	once            sync.Once
+	// TLS is Options.TLS.
+	TLS   *TLS
+	specs []ClientSpec
+	once  sync.Once
 }
 
 // PluginConfig renders the device plugin's config for a client, with its
@@ -166,7 +172,7 @@ func Start(o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{Dir: o.Dir, specs: o.Clients}
+	c := &Cluster{Dir: o.Dir, specs: o.Clients, TLS: o.TLS}
 	defer func() {
 		if err != nil {
 			c.Stop()
@@ -177,12 +183,12 @@ func Start(o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	srv := AgentConfig{Name: "server", HTTP: ports[0], RPC: ports[1], Serf: ports[2], Server: true, LogLevel: o.LogLevel, ACL: o.ACL,
-		ServerHCL: o.ServerHCL}
+		ServerHCL: o.ServerHCL, TLS: o.TLS}
 	if c.Server, err = StartProcess(o.Nomad, filepath.Join(o.Dir, "server"), srv); err != nil {
 		return nil, err
 	}
 	c.Address = c.Server.HTTPAddr
-	if c.API, err = api.NewClient(&api.Config{Address: c.Address}); err != nil {
+	if c.API, err = api.NewClient(o.TLS.apiConfig(c.Address)); err != nil {
 		return nil, err
 	}
 	if o.ACL {
@@ -226,7 +232,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 		cfg := AgentConfig{Name: cs.Name, PluginDir: o.PluginDir, HTTP: p[0], RPC: p[1], Serf: p[2],
 			Client: true, Servers: []string{c.Server.RPCAddr}, NodePool: cs.pool(),
-			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL,
+			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL, TLS: o.TLS,
 			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
 			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
 		if cs.NodeClass != "" {

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/lease"
+	"github.com/rondo-sched/rondo/internal/rondotls"
 )
 
 // IdentityName is the name of the identity block the lease API expects
@@ -104,8 +105,9 @@ func join(dir, name string) string {
 }
 
 // FromEnv builds a Client from the task's environment: RONDO_LEASE_ADDR
-// (required), NOMAD_NAMESPACE, NOMAD_JOB_ID, NOMAD_ALLOC_ID, and the token
-// sources of TokenFromEnv.
+// (required), NOMAD_NAMESPACE, NOMAD_JOB_ID, NOMAD_ALLOC_ID, the token
+// sources of TokenFromEnv, and for an https:// address with a private CA
+// RONDO_CACERT (and RONDO_CLIENT_CERT, RONDO_CLIENT_KEY).
 func FromEnv() (*Client, error) {
 	addr := os.Getenv("RONDO_LEASE_ADDR")
 	if addr == "" {
@@ -118,12 +120,19 @@ func FromEnv() (*Client, error) {
 	if job == "" {
 		return nil, errors.New("lease client: NOMAD_JOB_ID is not set (not running under Nomad?)")
 	}
+	// An https lease API with a private CA (the agent's tls {} block):
+	// RONDO_CACERT, and RONDO_CLIENT_CERT/KEY when it verifies clients.
+	hc, err := rondotls.Files{}.FromEnv().HTTPClient(30 * time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("lease client: %w", err)
+	}
 	return &Client{
 		Addr:      strings.TrimRight(addr, "/"),
 		Namespace: os.Getenv("NOMAD_NAMESPACE"),
 		Job:       job,
 		Alloc:     os.Getenv("NOMAD_ALLOC_ID"),
 		Token:     TokenFromEnv(),
+		HTTP:      hc,
 	}, nil
 }
 

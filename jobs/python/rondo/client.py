@@ -4,6 +4,9 @@ Stdlib only. The task finds the API and its identity as rondo-trainer and
 jobs/lease-client.sh do:
 
 * RONDO_LEASE_ADDR: host:port or URL of the allocator's lease API (required);
+* RONDO_CACERT: for an https:// address, the CA that signed the agent's
+  certificate (its tls {} block; default the system's roots);
+  RONDO_CLIENT_CERT and RONDO_CLIENT_KEY when the agent verifies clients;
 * NOMAD_JOB_ID, NOMAD_ALLOC_ID, NOMAD_NAMESPACE: set by Nomad (RONDO_JOB
   overrides the job id, as in lease-client.sh);
 * the bearer token, first found: the file $RONDO_IDENTITY_FILE,
@@ -16,6 +19,7 @@ import datetime as _dt
 import json
 import math
 import os
+import ssl
 import urllib.error
 import urllib.request
 
@@ -189,7 +193,8 @@ class Client:
         if l.checkpoint_now: checkpoint now, go on; stopped at l.stop_at
     """
 
-    def __init__(self, addr, job, alloc="", namespace="", token=None, timeout=30.0):
+    def __init__(self, addr, job, alloc="", namespace="", token=None, timeout=30.0, cafile=None, certfile=None,
+                 keyfile=None):
         if not addr:
             raise ValueError("Client: no address")
         if "://" not in addr:
@@ -205,6 +210,12 @@ class Client:
             token = lambda: tok  # noqa: E731
         self.token = token
         self.timeout = timeout
+        # An https agent with a private CA (its tls {} block).
+        self._ssl = None
+        if self.addr.startswith("https://") and (cafile or certfile):
+            self._ssl = ssl.create_default_context(cafile=cafile or None)
+            if certfile:
+                self._ssl.load_cert_chain(certfile, keyfile or None)
 
     @classmethod
     def from_env(cls, environ=None, timeout=30.0):
@@ -218,7 +229,8 @@ class Client:
         if not job:
             raise LookupError("lease client: NOMAD_JOB_ID is not set (not running under Nomad?)")
         return cls(addr, job, alloc=env.get("NOMAD_ALLOC_ID", ""), namespace=env.get("NOMAD_NAMESPACE", ""),
-                   token=token_from_env(env), timeout=timeout)
+                   token=token_from_env(env), timeout=timeout, cafile=env.get("RONDO_CACERT") or None,
+                   certfile=env.get("RONDO_CLIENT_CERT") or None, keyfile=env.get("RONDO_CLIENT_KEY") or None)
 
     def _ids(self):
         body = {"job": self.job}
@@ -233,7 +245,8 @@ class Client:
         req = urllib.request.Request(self.addr + path, data=data, method="POST", headers={
             "Content-Type": "application/json", "Authorization": "Bearer " + self.token()})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout,
+                                        context=self._ssl) as resp:
                 raw = resp.read(1 << 20)
                 return resp.status, raw
         except urllib.error.HTTPError as e:
@@ -287,7 +300,8 @@ class Client:
     def health(self, timeout=None):
         """GET /v1/health (no token): True when the API answers ok."""
         try:
-            with urllib.request.urlopen(self.addr + "/v1/health", timeout=self.timeout if timeout is None else timeout) as r:
+            with urllib.request.urlopen(self.addr + "/v1/health", timeout=self.timeout if timeout is None else timeout,
+                                        context=self._ssl) as r:
                 return json.loads(r.read()).get("status") == "ok"
         except (urllib.error.URLError, OSError, ValueError):
             return False
