@@ -120,6 +120,9 @@ type Config struct {
 type VC struct {
 	Name   string `json:"name"`
 	Policy string `json:"policy"`
+	// Namespaces are the namespaces whose jobs may use it (the config's
+	// namespaces; none: every namespace).
+	Namespaces []string `json:"namespaces,omitempty"`
 	// GPUs is a quota-only VC's share per GPU type; Cells a VC's quota of
 	// cells per cell type (as written in the config).
 	GPUs  map[string]int `json:"gpus,omitempty"`
@@ -550,6 +553,7 @@ func (a *Agent) Observed(_ context.Context, s *engine.Snapshot) error {
 		a.marks = c.CreditMarks()
 	}
 	a.rejectUndeclared(s)
+	a.rejectNamespaces(s)
 	a.applyMeasured(s)
 	return nil
 }
@@ -790,7 +794,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
 			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC,
-			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID]}
+			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID], Namespace: j.Namespace}
 		if ji, ok := intents[j.ID]; ok {
 			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
 		} else if r, ok := reserved[j.ID]; ok {

@@ -117,7 +117,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
-		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs, Namespaces: v.Namespaces}
 		if len(v.Quota) > 0 {
 			vc.Quota = quotas[i].GPUs // its cells in GPUs per type (vc status)
 		}
