@@ -107,6 +107,10 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// CheckpointDir names a job's checkpoint directory in lease grants.
 	CheckpointDir func(job string) string
+	// JobKey is the key the backend gives job id of namespace ns (the
+	// Nomad backend's "ns/id" outside its home namespace): the lease API's
+	// callers name their namespace and id. Nil: the id.
+	JobKey func(ns, id string) string
 	// Authorizer, if set, guards the status API (GET /v1/...): it is
 	// given the request's token (X-Nomad-Token, Authorization: Bearer, or
 	// ?token=; "" when none) and answers nil to let the request through,
@@ -701,7 +705,7 @@ func (a *Agent) Event(job, event string) {
 }
 
 // markAnyNamespace marks the in-flight intent of job applied whatever its
-// namespace (the agent keys jobs by id in one namespace). smu held.
+// namespace (job is the backend's key, unique across namespaces). smu held.
 func (a *Agent) markAnyNamespace(job string) bool {
 	if a.st.InFlight == nil {
 		return false
@@ -1040,7 +1044,7 @@ func (a *Agent) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(a.Status())
 	})
-	mux.HandleFunc("GET /v1/jobs/{id}", a.serveJob)
+	mux.HandleFunc("GET /v1/jobs/{id...}", a.serveJob) // a key may hold a slash ("team-b/train")
 	mux.HandleFunc("GET /v1/timeline", func(w http.ResponseWriter, r *http.Request) {
 		since := 0
 		if v := r.URL.Query().Get("since"); v != "" {

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -71,6 +74,21 @@ func TestNamespaceRule(t *testing.T) {
 	h, ok := a.Job("b-in-a")
 	if !ok || len(h.History) != 1 || h.History[0].Intent != "reject" || h.History[0].Reason != want {
 		t.Errorf("b-in-a's history: %+v", h.History)
+	}
+	// A key with a slash through the status API, escaped or not.
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	for _, path := range []string{"/v1/jobs/team-b%2Fsame", "/v1/jobs/team-b/same"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j JobStatus
+		err = json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || j.ID != "team-b/same" || j.Pending != want {
+			t.Errorf("GET %s: %d %+v %v", path, resp.StatusCode, j, err)
+		}
 	}
 	// Holding GPUs (a reload took its namespace off the VC): left to run.
 	sn := &engine.Snapshot{Jobs: []engine.Job{{ID: "held", Namespace: "team-b", VC: "a"}, {ID: "idle", Namespace: "team-b", VC: "a"}},

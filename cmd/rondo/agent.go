@@ -260,6 +260,11 @@ func (c *agentCmd) Run(args []string) int {
 	if err := withTimeout(nc, c.apiTimeout); err != nil {
 		return c.fail(err)
 	}
+	// nomad { namespace = "*" } watches every namespace; the client, the
+	// state and the lock live in the home namespace (namespaces.go).
+	watchAll := nc.Namespace == rhcl.AllNamespaces
+	home := rnomad.HomeNamespace(nc.Namespace)
+	nc.Namespace = home
 	client, err := api.NewClient(nc)
 	if err != nil {
 		return c.fail(err)
@@ -271,7 +276,7 @@ func (c *agentCmd) Run(args []string) int {
 	// trainer's checkpoint file (shared disk: tests, the demo).
 	progress := func(job *api.Job) (float64, bool) {
 		if job.ID != nil {
-			if v, ok := ag.Reported(*job.ID); ok {
+			if v, ok := ag.Reported(rnomad.JobKey(home, deref(job.Namespace), *job.ID)); ok {
 				return v, true
 			}
 		}
@@ -280,7 +285,7 @@ func (c *agentCmd) Run(args []string) int {
 	// A two-role job's epochs (rondo.epochs): reported, else its checkpoint.
 	epochs := func(job *api.Job) (float64, bool) {
 		if job.ID != nil {
-			if v, ok := ag.ReportedEpochs(*job.ID); ok {
+			if v, ok := ag.ReportedEpochs(rnomad.JobKey(home, deref(job.Namespace), *job.ID)); ok {
 				return v, true
 			}
 		}
@@ -314,7 +319,7 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			return nil
 		},
-		ShareGroup: shareGroup(s.cfg, s.policy)})
+		ShareGroup: shareGroup(s.cfg, s.policy), Namespace: home, Namespaces: watchNamespaces(s.cfg, watchAll)})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -353,7 +358,7 @@ func (c *agentCmd) Run(args []string) int {
 	defer tel.Close()
 	tel.SetVCs(vcQuotas(s.cfg))
 	acfg := agent.Config{Backend: backend, Engine: dec, Round: s.round, Logger: log,
-		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
+		Cluster: nc.Address, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf, JobKey: backend.Key}
 	if c.statusAuth {
 		acfg.Authorizer = (&rnomad.Authorizer{Client: client}).Authorize
 	}
@@ -403,7 +408,7 @@ func (c *agentCmd) Run(args []string) int {
 	if s.cells {
 		mode = "per-VC engines over cells"
 	}
-	log.Info("agent started", "mode", mode, "nomad", nc.Address, "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
+	log.Info("agent started", "mode", mode, "nomad", nc.Address, "namespaces", namespacesWatched(home, s.cfg, watchAll), "status", "http://"+ln.Addr().String(), "metrics", "http://"+ln.Addr().String()+"/metrics",
 		"policy", s.policy, "round", s.round, "durable", c.durable)
 
 	// s is replaced on SIGHUP and read when the leader lock is re-taken.
@@ -446,6 +451,7 @@ func (c *agentCmd) Run(args []string) int {
 				}
 			}
 			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
+			backend.SetNamespaces(watchNamespaces(ns.cfg, watchAll))
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			tel.SetVCs(vcQuotas(ns.cfg)) // the telemetry block itself takes a restart
 			taskEnv(ns)
