@@ -158,7 +158,7 @@ type Backend struct {
 	epoch time.Time
 
 	mu     sync.Mutex
-	hist   History // restored history, consumed as jobs are first seen
+	hist   History              // restored history, consumed as jobs are first seen
 	jobs   map[string]*jobState // by key (JobKey)
 	refs   map[string]jobRef    // every listed opted-in job's namespace and id, by key
 	gpus   []engine.GPU
