@@ -295,6 +295,11 @@ type VC struct {
 	// Only engine VCs read them: setting one in a gandiva_fair or dl2 VC
 	// is an error.
 	Preemption Preemption
+	// Namespaces are the Nomad namespaces whose jobs may use the VC
+	// (namespaces.go, Admits); nil: every namespace.
+	Namespaces []string
+	// NamespacesRange is the namespaces attribute (zero when unset).
+	NamespacesRange hcl.Range
 
 	// Gandiva-fair (policy = "gandiva_fair" only; any of these in another
 	// VC is an error).
@@ -914,7 +919,7 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 	content, diags := b.Body.Content(&hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "quota"}, {Name: "gpus"}, {Name: "policy"}, {Name: "weight"}, {Name: "pinned"}, {Name: "space_sharing"}, {Name: "placement"},
 			{Name: "trading"}, {Name: "quantum"}, {Name: "max_migrations"}, {Name: "trade_margin"},
-			{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}},
+			{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}, {Name: "namespaces"}},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "entity", LabelNames: []string{"name"}}, {Type: "user", LabelNames: []string{"name"}}, {Type: "dl2"}},
 	})
 	if a, ok := content.Attributes["quota"]; ok {
@@ -1011,6 +1016,9 @@ func decodeVC(b *hcl.Block) (VC, hcl.Diagnostics) {
 		l, d := stringListAttr(a)
 		diags = append(diags, d...)
 		v.Pinned = l
+	}
+	if a, ok := content.Attributes["namespaces"]; ok {
+		diags = append(diags, decodeNamespaces(a, &v)...) // namespaces.go
 	}
 	for _, eb := range content.Blocks {
 		if eb.Type != "entity" {

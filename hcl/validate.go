@@ -17,7 +17,7 @@ const MaxCellGPUs = 1 << 16
 // graph, the physical cells, and the VCs' quotas against the physical
 // cluster (sharing safety at start).
 func Validate(cfg *Config) hcl.Diagnostics {
-	var diags hcl.Diagnostics
+	diags := checkNomadNamespace(cfg) // namespaces.go
 	types := map[string]*CellType{}
 	for i := range cfg.CellTypes {
 		ct := &cfg.CellTypes[i]

@@ -107,6 +107,10 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// CheckpointDir names a job's checkpoint directory in lease grants.
 	CheckpointDir func(job string) string
+	// JobKey is the key the backend gives job id of namespace ns (the
+	// Nomad backend's "ns/id" outside its home namespace): the lease API's
+	// callers name their namespace and id. Nil: the id.
+	JobKey func(ns, id string) string
 	// Authorizer, if set, guards the status API (GET /v1/...): it is
 	// given the request's token (X-Nomad-Token, Authorization: Bearer, or
 	// ?token=; "" when none) and answers nil to let the request through,
@@ -120,6 +124,9 @@ type Config struct {
 type VC struct {
 	Name   string `json:"name"`
 	Policy string `json:"policy"`
+	// Namespaces are the namespaces whose jobs may use it (the config's
+	// namespaces; none: every namespace).
+	Namespaces []string `json:"namespaces,omitempty"`
 	// GPUs is a quota-only VC's share per GPU type; Cells a VC's quota of
 	// cells per cell type (as written in the config).
 	GPUs  map[string]int `json:"gpus,omitempty"`
@@ -550,6 +557,7 @@ func (a *Agent) Observed(_ context.Context, s *engine.Snapshot) error {
 		a.marks = c.CreditMarks()
 	}
 	a.rejectUndeclared(s)
+	a.rejectNamespaces(s)
 	a.applyMeasured(s)
 	return nil
 }
@@ -697,7 +705,7 @@ func (a *Agent) Event(job, event string) {
 }
 
 // markAnyNamespace marks the in-flight intent of job applied whatever its
-// namespace (the agent keys jobs by id in one namespace). smu held.
+// namespace (job is the backend's key, unique across namespaces). smu held.
 func (a *Agent) markAnyNamespace(job string) bool {
 	if a.st.InFlight == nil {
 		return false
@@ -790,7 +798,7 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
 			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC,
-			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID]}
+			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID], Namespace: j.Namespace}
 		if ji, ok := intents[j.ID]; ok {
 			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
 		} else if r, ok := reserved[j.ID]; ok {
@@ -1036,7 +1044,7 @@ func (a *Agent) Handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(a.Status())
 	})
-	mux.HandleFunc("GET /v1/jobs/{id}", a.serveJob)
+	mux.HandleFunc("GET /v1/jobs/{id...}", a.serveJob) // a key may hold a slash ("team-b/train")
 	mux.HandleFunc("GET /v1/timeline", func(w http.ResponseWriter, r *http.Request) {
 		since := 0
 		if v := r.URL.Query().Get("since"); v != "" {

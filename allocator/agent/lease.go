@@ -25,6 +25,7 @@ func (a *Agent) Lease(ctx context.Context, c lease.Caller) (lease.Grant, error) 
 	if err := a.checkCaller(ctx, c); err != nil {
 		return lease.Grant{}, err
 	}
+	c.Job = a.jobKey(c.Namespace, c.Job)
 	a.mu.Lock()
 	known, run, notice := a.known[c.Job], a.planned[c.Job], a.notice[c.Job]
 	if a.status.LastRound.IsZero() {
@@ -80,6 +81,7 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	if err := a.checkCaller(ctx, c); err != nil {
 		return err
 	}
+	c.Job = a.jobKey(c.Namespace, c.Job)
 	a.mu.Lock()
 	known := a.known[c.Job]
 	a.mu.Unlock()
@@ -191,6 +193,14 @@ type AllocOwner interface {
 
 // maxOwners bounds the cache of allocation owners.
 const maxOwners = 10000
+
+// jobKey is the backend's key of a caller's job (Config.JobKey).
+func (a *Agent) jobKey(ns, id string) string {
+	if a.cfg.JobKey == nil {
+		return id
+	}
+	return a.cfg.JobKey(ns, id)
+}
 
 // checkCaller lets a caller act for the job it names: its own job, or, for
 // a child whose identity names its parent, the child its allocation belongs

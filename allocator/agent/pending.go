@@ -176,7 +176,7 @@ func (a *Agent) rejectUndeclared(s *engine.Snapshot) {
 			jobs = append(jobs, *j)
 			continue
 		}
-		s.Rejected = append(s.Rejected, engine.Rejection{Job: j.ID, VC: j.VC, User: j.User,
+		s.Rejected = append(s.Rejected, engine.Rejection{Job: j.ID, Namespace: j.Namespace, VC: j.VC, User: j.User,
 			Reason: fmt.Sprintf("VC %q is not declared (declared: %s)", j.VC, declared)})
 	}
 	s.Jobs = jobs

@@ -60,6 +60,10 @@ type Job struct {
 	Model string `json:"model,omitempty"`
 	// VC is the job's virtual cluster ("" : the only one).
 	VC string `json:"vc,omitempty"`
+	// Namespace is the job's tenant (a Nomad namespace; "" : the backend
+	// has none, as the simulator's traces): a VC that lists namespaces
+	// admits only its namespaces' jobs (the agent's admission rule).
+	Namespace string `json:"namespace,omitempty"`
 	// User is who submitted it (Gandiva-fair's fair-share unit, reports).
 	User string `json:"user,omitempty"`
 	// Entity is the hierarchical policies' group inside the VC.

@@ -95,6 +95,12 @@ type Config struct {
 	// agent's Checkpoint): Observe puts them on the snapshot for
 	// preemption that respects the work (respect.go). nil: nothing known.
 	Checkpoints func(job string) (state.Checkpoint, bool)
+	// Namespace is the home namespace (the agent's nomad { namespace };
+	// "" or "*": "default"): its jobs are keyed by their bare id (JobKey).
+	Namespace string
+	// Namespaces are further namespaces to watch (the VCs' namespaces);
+	// "*" among them: every namespace the token can read (namespaces.go).
+	Namespaces []string
 	// ShareGroup, when set, offers the round colocated pairs (space
 	// sharing, sharing.go): two jobs may share GPUs when it puts both in
 	// the same group (ok true): a VC, or the opportunistic jobs. nil: no
@@ -152,8 +158,9 @@ type Backend struct {
 	epoch time.Time
 
 	mu     sync.Mutex
-	hist   History // restored history, consumed as jobs are first seen
-	jobs   map[string]*jobState
+	hist   History              // restored history, consumed as jobs are first seen
+	jobs   map[string]*jobState // by key (JobKey)
+	refs   map[string]jobRef    // every listed opted-in job's namespace and id, by key
 	gpus   []engine.GPU
 	gpuTyp map[string]string  // GPU id -> type
 	nodes  map[string]string  // node id -> name
@@ -212,7 +219,8 @@ func New(cfg Config) (*Backend, error) {
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
-		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{}}, nil
+		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{},
+		refs: map[string]jobRef{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -399,17 +407,21 @@ func scaleFactor(job *api.Job) int {
 	return max(deref(tg.Count), 1) * int(max(deref(d.Count), 1))
 }
 
-// allAllocs lists every allocation with its allocated resources (the job
-// allocations endpoint leaves them out) once and groups them by job: one
-// request per round or poll instead of one per job.
-func allAllocs(c *api.Client) (map[string][]*api.AllocationListStub, error) {
-	allocs, _, err := c.Allocations().List(&api.QueryOptions{Params: map[string]string{"resources": "true"}})
+// allAllocs lists every allocation of the watched namespaces with its
+// allocated resources (the job allocations endpoint leaves them out) once
+// and groups them by job key: one request per round or poll instead of one
+// per job.
+func (b *Backend) allAllocs() (map[string][]*api.AllocationListStub, error) {
+	q := b.listOpts()
+	q.Params = map[string]string{"resources": "true"}
+	allocs, _, err := b.cfg.Client.Allocations().List(q)
 	if err != nil {
 		return nil, err
 	}
 	by := map[string][]*api.AllocationListStub{}
 	for _, a := range allocs {
-		by[a.JobID] = append(by[a.JobID], a)
+		k := b.Key(a.Namespace, a.JobID)
+		by[k] = append(by[k], a)
 	}
 	return by, nil
 }
@@ -433,47 +445,56 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	for _, g := range gpus {
 		types[g.Type] = true
 	}
-	stubs, _, err := b.cfg.Client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, nil)
+	stubs, _, err := b.cfg.Client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, b.listOpts())
 	if err != nil {
 		return nil, fmt.Errorf("nomad: list jobs: %w", err)
 	}
-	sort.Slice(stubs, func(i, j int) bool { return stubs[i].CreateIndex < stubs[j].CreateIndex })
-	allocs, err := allAllocs(b.cfg.Client)
+	stubs = slices.DeleteFunc(stubs, func(s *api.JobListStub) bool { return !b.watched(s.Namespace) })
+	sort.SliceStable(stubs, func(i, j int) bool { return stubs[i].CreateIndex < stubs[j].CreateIndex })
+	allocs, err := b.allAllocs()
 	if err != nil {
 		return nil, fmt.Errorf("nomad: list allocations: %w", err)
 	}
-	// Read the opted-in jobs' specs a few at a time.
-	var ids []string
-	for _, s := range stubs {
-		if schedulable(s) {
-			ids = append(ids, s.ID)
-		}
-	}
-	specs := b.readJobs(ids)
-	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
 	b.rejects = nil
-	seen := map[string]bool{}
-	roles := map[string]roleInfo{}
-	var shared []string // jobs on MPS shares, in snapshot order
+	// Read the opted-in jobs' specs a few at a time.
+	var keys []string
+	b.refs = map[string]jobRef{}
 	for _, s := range stubs {
 		if !schedulable(s) {
 			continue
 		}
-		st, ok := b.observeJob(s.ID, specs[s.ID], now, types, allocs[s.ID])
+		k := b.Key(s.Namespace, s.ID)
+		if r, dup := b.refs[k]; dup {
+			// A home job whose id looks like "ns/id" (a slash is allowed in
+			// ids) and ns's job id: the first listed keeps the key.
+			b.reject(k, &api.Job{Namespace: &s.Namespace, Meta: s.Meta}, "job key taken",
+				"error", fmt.Errorf("job %q of namespace %q has the same key as job %q of namespace %q; rename one", s.ID, s.Namespace, r.id, r.ns))
+			continue
+		}
+		b.refs[k] = jobRef{s.Namespace, s.ID}
+		keys = append(keys, k)
+	}
+	specs := b.readJobs(keys)
+	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
+	seen := map[string]bool{}
+	roles := map[string]roleInfo{}
+	var shared []string // jobs on MPS shares, in snapshot order
+	for _, k := range keys {
+		st, ok := b.observeJob(k, specs[k], now, types, allocs[k])
 		if !ok {
 			continue
 		}
-		seen[s.ID] = true
-		snap.Jobs = append(snap.Jobs, st.engineJob(s.ID))
+		seen[k] = true
+		snap.Jobs = append(snap.Jobs, st.engineJob(k))
 		if st.psGroup != "" {
 			// The counts in force, as the lease API tells the tasks.
-			roles[s.ID] = roleInfo{workerGroup: st.group, psGroup: st.psGroup, workers: groupCount(st.job, st.group),
+			roles[k] = roleInfo{workerGroup: st.group, psGroup: st.psGroup, workers: groupCount(st.job, st.group),
 				ps: groupCount(st.job, st.psGroup), batch: st.policy.BatchSize}
 		}
 		if st.shared {
-			shared = append(shared, s.ID)
+			shared = append(shared, k)
 		} else if len(st.gpus) > 0 {
-			a := engine.Assignment{Jobs: []string{s.ID}, Type: b.gpuTyp[st.gpus[0]],
+			a := engine.Assignment{Jobs: []string{k}, Type: b.gpuTyp[st.gpus[0]],
 				GPUs: st.gpus, Servers: st.servers, Action: engine.Keep}
 			if st.res != nil {
 				a.Resources = []engine.Resources{*st.res}
@@ -499,7 +520,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	if len(b.finished) > 0 {
 		listed := make(map[string]bool, len(stubs))
 		for _, s := range stubs {
-			listed[s.ID] = true
+			listed[b.Key(s.Namespace, s.ID)] = true
 		}
 		for id := range b.finished {
 			if !listed[id] {
@@ -744,8 +765,9 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	return st, true
 }
 
-// readJobs reads job specs concurrently (startParallelism at a time); a job
-// that cannot be read is logged and left out.
+// readJobs reads job specs by key, each in its namespace, concurrently
+// (startParallelism at a time); a job that cannot be read is logged and
+// left out.
 func (b *Backend) readJobs(ids []string) map[string]*api.Job {
 	out := make([]*api.Job, len(ids))
 	var wg sync.WaitGroup
@@ -756,7 +778,7 @@ func (b *Backend) readJobs(ids []string) map[string]*api.Job {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+			job, _, err := b.cfg.Client.Jobs().Info(b.refs[id].id, &api.QueryOptions{Namespace: b.refs[id].ns})
 			if err != nil {
 				b.log.Warn("read job", "job", id, "error", err)
 				return
@@ -803,6 +825,9 @@ func (st *jobState) engineJob(id string) engine.Job {
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
 		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
 		Started: st.admitted, Profile: st.policy.Profile, RunSinceS: st.runSinceS}
+	if st.job != nil {
+		j.Namespace = deref(st.job.Namespace)
+	}
 	if j.User == "" && st.job != nil {
 		// No rondo.user: the job's namespace is its user (Gandiva-fair's
 		// fair-share unit).

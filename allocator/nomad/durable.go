@@ -192,7 +192,15 @@ func (b *Backend) Reconcile(pending []state.Intent) (applied, rolledBack []strin
 	defer b.mu.Unlock()
 	c := b.cfg.Client
 	for _, in := range pending {
-		job, _, jerr := c.Jobs().Info(in.Job, nil)
+		// in.Job is the job's key (JobKey), in.Namespace its namespace.
+		ns, id := in.Namespace, in.Job
+		if ns == "" {
+			ns = b.home()
+		}
+		if ns != b.home() {
+			id = strings.TrimPrefix(id, ns+"/")
+		}
+		job, _, jerr := c.Jobs().Info(id, &api.QueryOptions{Namespace: ns})
 		if jerr != nil {
 			if strings.Contains(jerr.Error(), "404") {
 				rolledBack = append(rolledBack, in.Job) // purged meanwhile

@@ -126,7 +126,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			id := a.Jobs[0]
 			st := b.jobs[id]
 			w := c.workers
-			if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &w, "rondo: "+c.event(), false, nil, nil); err != nil {
+			if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.group, &w, "rondo: "+c.event(), false, nil, b.wopts(id)); err != nil {
 				errs = append(errs, fmt.Errorf("nomad: scale %s to %d (%s): %w", id, w, c.event(), err))
 				continue
 			}
@@ -154,7 +154,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			// need no GPU, so they run wherever the job was submitted.
 			// They wait with the workers.
 			zero := 0
-			if _, _, err := b.cfg.Client.Jobs().Scale(id, st.psGroup, &zero, "rondo: gate", false, nil, nil); err != nil {
+			if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.psGroup, &zero, "rondo: gate", false, nil, b.wopts(id)); err != nil {
 				errs = append(errs, fmt.Errorf("nomad: scale %s group %s to 0 (gate): %w", id, st.psGroup, err))
 				continue
 			}
@@ -274,7 +274,7 @@ func (b *Backend) startPinned(starts []engine.Assignment, res map[string]*TaskRe
 // left reports whether job id was purged or stopped (by its user): a
 // start the round waits for will then never run.
 func (b *Backend) left(id string) bool {
-	job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+	job, _, err := b.cfg.Client.Jobs().Info(b.rawID(id), b.qopts(id))
 	if err != nil {
 		var ue api.UnexpectedResponseError
 		return errors.As(err, &ue) && ue.StatusCode() == 404
@@ -292,7 +292,7 @@ func (b *Backend) waitAllocs(what string, pending int, done func(allocsByJob) bo
 		if pending == 0 {
 			return true, nil
 		}
-		by, err := allAllocs(b.cfg.Client)
+		by, err := b.allAllocs()
 		if err != nil {
 			return false, err
 		}
@@ -421,11 +421,11 @@ func intentOr(m map[string]engine.Intent, id string, def engine.Intent) string {
 func (b *Backend) scaleZero(id, why string) error {
 	zero := 0
 	st := b.jobs[id]
-	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &zero, why, false, nil, nil); err != nil {
+	if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.group, &zero, why, false, nil, b.wopts(id)); err != nil {
 		return fmt.Errorf("nomad: scale %s to 0 (%s): %w", id, why, err)
 	}
 	if st.psGroup != "" {
-		if _, _, err := b.cfg.Client.Jobs().Scale(id, st.psGroup, &zero, why, false, nil, nil); err != nil {
+		if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.psGroup, &zero, why, false, nil, b.wopts(id)); err != nil {
 			return fmt.Errorf("nomad: scale %s group %s to 0 (%s): %w", id, st.psGroup, why, err)
 		}
 		b.setRoles(id, 0, 0)
@@ -453,14 +453,14 @@ func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) erro
 		return fmt.Errorf("nomad: start %s: unknown job", id)
 	}
 	c := b.cfg.Client
-	job, _, err := c.Jobs().Info(id, nil)
+	job, _, err := c.Jobs().Info(b.rawID(id), b.qopts(id))
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
 	if err := b.rewrite(job, st, a, res); err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	_, _, err = c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: deref(job.JobModifyIndex)}, nil)
+	_, _, err = c.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true, ModifyIndex: deref(job.JobModifyIndex)}, b.wopts(id))
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
@@ -499,14 +499,14 @@ func (b *Backend) rewrite(job *api.Job, st *jobState, a engine.Assignment, res *
 	if err != nil {
 		return err
 	}
-	AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+	AddTaskEnv(job, st.group, b.checkpointRoot(job), b.cfg.LeaseAddr)
 	if st.psGroup != "" {
 		// A two-role job run at its minimum (NoElastic: cells decide):
 		// its parameter servers at theirs, anywhere in the pool.
 		if err := PinPS(job, st.psGroup, st.policy.PSMin, nil); err != nil {
 			return err
 		}
-		AddTaskEnv(job, st.psGroup, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+		AddTaskEnv(job, st.psGroup, b.checkpointRoot(job), b.cfg.LeaseAddr)
 	}
 	if err := SetResources(job, st.group, res); err != nil {
 		return err
@@ -637,7 +637,7 @@ func (b *Backend) resize(a engine.Assignment) (int, bool) {
 // the new count are untouched.
 func (b *Backend) scaleTo(id string, workers int, event string) error {
 	st := b.jobs[id]
-	if _, _, err := b.cfg.Client.Jobs().Scale(id, st.group, &workers, "rondo: "+event, false, nil, nil); err != nil {
+	if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.group, &workers, "rondo: "+event, false, nil, b.wopts(id)); err != nil {
 		return fmt.Errorf("nomad: scale %s to %d (%s): %w", id, workers, event, err)
 	}
 	b.log.Info(event, "job", id, "workers", workers, "was", b.workers(id, len(st.gpus)))
@@ -672,7 +672,7 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 		a := e.a
 		id := a.Jobs[0]
 		st := b.jobs[id]
-		job, _, err := b.cfg.Client.Jobs().Info(id, nil)
+		job, _, err := b.cfg.Client.Jobs().Info(b.rawID(id), b.qopts(id))
 		if err == nil {
 			err = PinElastic(job, st.group, a, st.elastic.StepGPUs)
 		}
@@ -706,9 +706,9 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 				event = b.eventOf(id, engine.IntentAdmit)
 			}
 			// Not running: env and identity may change (AddTaskEnv).
-			AddTaskEnv(job, st.group, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+			AddTaskEnv(job, st.group, b.checkpointRoot(job), b.cfg.LeaseAddr)
 			if st.psGroup != "" {
-				AddTaskEnv(job, st.psGroup, b.cfg.CheckpointRoot, b.cfg.LeaseAddr)
+				AddTaskEnv(job, st.psGroup, b.checkpointRoot(job), b.cfg.LeaseAddr)
 			}
 			pool := b.poolOf(a.Servers)
 			job.NodePool = &pool
@@ -720,7 +720,7 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 			LowerScalingMin(job, st.group, st.policy)
 		}
 		if _, _, err := b.cfg.Client.Jobs().RegisterOpts(job, &api.RegisterOptions{EnforceIndex: true,
-			ModifyIndex: deref(job.JobModifyIndex)}, nil); err != nil {
+			ModifyIndex: deref(job.JobModifyIndex)}, b.wopts(id)); err != nil {
 			errs = append(errs, fmt.Errorf("nomad: %s %s: %w", event, id, err))
 			continue
 		}

@@ -31,13 +31,14 @@ type Checkpoint struct {
 }
 
 // CheckpointDir returns the job's checkpoint directory from its tasks' env,
-// with the job id interpolated; "" if no task sets it.
+// with the job id, name and namespace interpolated; "" if no task sets it.
 func CheckpointDir(job *api.Job) string {
 	id := deref(job.ID)
 	for _, tg := range job.TaskGroups {
 		for _, t := range tg.Tasks {
 			if d := t.Env[CheckpointEnv]; d != "" {
-				r := strings.NewReplacer("${NOMAD_JOB_ID}", id, "${NOMAD_JOB_NAME}", deref(job.Name))
+				r := strings.NewReplacer("${NOMAD_JOB_ID}", id, "${NOMAD_JOB_NAME}", deref(job.Name),
+					"${NOMAD_NAMESPACE}", deref(job.Namespace))
 				return r.Replace(d)
 			}
 		}

@@ -286,7 +286,7 @@ func (b *Backend) fitNodes(nodes []string, skip map[string]bool) map[string]*usa
 		}
 		u := usage{cpu: c.CPUMHz, mem: c.MemMB, cores: c.Reservable}
 		for _, al := range allocs {
-			if al.ClientTerminalStatus() || skip[al.JobID] || al.AllocatedResources == nil {
+			if al.ClientTerminalStatus() || skip[b.Key(al.Namespace, al.JobID)] || al.AllocatedResources == nil {
 				continue
 			}
 			for name, tr := range al.AllocatedResources.Tasks {

@@ -301,7 +301,7 @@ func (b *Backend) Roles(ctx context.Context, namespace, job, alloc string) (*lea
 		if err != nil {
 			return nil, fmt.Errorf("nomad: allocation %s: %w", alloc, err)
 		}
-		slot = allocSlot{job: a.JobID, group: a.TaskGroup, index: allocIndex(a.Name)}
+		slot = allocSlot{job: b.Key(a.Namespace, a.JobID), group: a.TaskGroup, index: allocIndex(a.Name)}
 		if a.Namespace != namespace {
 			slot.job = ""
 		}

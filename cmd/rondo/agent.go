@@ -126,7 +126,7 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		if p == "" {
 			p = rhcl.DefaultVCPolicy
 		}
-		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs}
+		vc := agent.VC{Name: v.Name, Policy: p, GPUs: v.GPUs, Namespaces: v.Namespaces}
 		if len(v.Quota) > 0 {
 			vc.Quota = quotas[i].GPUs // its cells in GPUs per type (vc status)
 		}
@@ -275,6 +275,11 @@ func (c *agentCmd) Run(args []string) int {
 	if err := withTimeout(nc, c.apiTimeout); err != nil {
 		return c.fail(err)
 	}
+	// nomad { namespace = "*" } watches every namespace; the client, the
+	// state and the lock live in the home namespace (namespaces.go).
+	watchAll := nc.Namespace == rhcl.AllNamespaces
+	home := rnomad.HomeNamespace(nc.Namespace)
+	nc.Namespace = home
 	// The lease API's JWKS comes through the same TLS (or socket) as the
 	// Nomad client; built before api.NewClient rewrites a unix:// address.
 	var verifier *lease.JWKSVerifier
@@ -300,7 +305,7 @@ func (c *agentCmd) Run(args []string) int {
 	// trainer's checkpoint file (shared disk: tests, the demo).
 	progress := func(job *api.Job) (float64, bool) {
 		if job.ID != nil {
-			if v, ok := ag.Reported(*job.ID); ok {
+			if v, ok := ag.Reported(rnomad.JobKey(home, deref(job.Namespace), *job.ID)); ok {
 				return v, true
 			}
 		}
@@ -309,7 +314,7 @@ func (c *agentCmd) Run(args []string) int {
 	// A two-role job's epochs (rondo.epochs): reported, else its checkpoint.
 	epochs := func(job *api.Job) (float64, bool) {
 		if job.ID != nil {
-			if v, ok := ag.ReportedEpochs(*job.ID); ok {
+			if v, ok := ag.ReportedEpochs(rnomad.JobKey(home, deref(job.Namespace), *job.ID)); ok {
 				return v, true
 			}
 		}
@@ -343,7 +348,7 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			return nil
 		},
-		ShareGroup: shareGroup(s.cfg, s.policy)})
+		ShareGroup: shareGroup(s.cfg, s.policy), Namespace: home, Namespaces: watchNamespaces(s.cfg, watchAll)})
 	if err != nil {
 		return c.fail(err)
 	}
@@ -384,7 +389,7 @@ func (c *agentCmd) Run(args []string) int {
 	defer tel.Close()
 	tel.SetVCs(vcQuotas(s.cfg))
 	acfg := agent.Config{Backend: dryRunOr(c.dryRun, backend, log), Engine: dec, Round: s.round, Logger: log,
-		Cluster: nomadAddr, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf}
+		Cluster: nomadAddr, Policy: s.policy, VCs: s.vcs, Telemetry: tel, CheckpointDir: backend.CheckpointDirOf, JobKey: backend.Key}
 	if c.statusAuth {
 		acfg.Authorizer = (&rnomad.Authorizer{Client: client}).Authorize
 	}
@@ -438,7 +443,7 @@ func (c *agentCmd) Run(args []string) int {
 		mode = "per-VC engines over cells"
 	}
 	statusURL := scheme + "://" + ln.Addr().String()
-	log.Info("agent started", "mode", mode, "nomad", nomadAddr, "status", statusURL, "metrics", statusURL+"/metrics",
+	log.Info("agent started", "mode", mode, "nomad", nomadAddr, "namespaces", namespacesWatched(home, s.cfg, watchAll), "status", statusURL, "metrics", statusURL+"/metrics",
 		"policy", s.policy, "round", s.round, "durable", c.durable)
 
 	// s is replaced on SIGHUP and read when the leader lock is re-taken.
@@ -492,6 +497,7 @@ func (c *agentCmd) Run(args []string) int {
 				}
 			}
 			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
+			backend.SetNamespaces(watchNamespaces(ns.cfg, watchAll))
 			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
 			tel.SetVCs(vcQuotas(ns.cfg)) // the telemetry block itself takes a restart
 			taskEnv(ns)

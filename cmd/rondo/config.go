@@ -115,6 +115,18 @@ func (c *configValidate) preflight(cfg *rhcl.Config, code int) int {
 	if err := withTimeout(nc, c.timeout); err != nil {
 		return c.fail(err)
 	}
+	// The agent's namespaces: its home one (the state and lock live there)
+	// first, then those the VCs list; with "*" the home one (namespaces.go).
+	home := rnomad.HomeNamespace(nc.Namespace)
+	nss := []string{home}
+	if nc.Namespace != rhcl.AllNamespaces {
+		for _, ns := range cfg.Namespaces() {
+			if !slices.Contains(nss, ns) {
+				nss = append(nss, ns)
+			}
+		}
+	}
+	nc.Namespace = home
 	client, err := api.NewClient(nc)
 	if err != nil {
 		return c.fail(err)
@@ -125,7 +137,7 @@ func (c *configValidate) preflight(cfg *rhcl.Config, code int) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	fs := preflight.Run(ctx, client, cfg, preflight.Options{Pool: pool, Namespaces: []string{nc.Namespace},
+	fs := preflight.Run(ctx, client, cfg, preflight.Options{Pool: pool, Namespaces: nss,
 		StatePath: c.statePath, TypeOf: rnomad.GPUType})
 	for _, f := range fs {
 		fmt.Fprintln(c.stdout, f)

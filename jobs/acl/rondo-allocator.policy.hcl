@@ -3,10 +3,27 @@
 #   nomad acl policy apply -description "Rondo allocator" rondo-allocator rondo-allocator.policy.hcl
 #   nomad acl token create -name rondo-allocator -policy rondo-allocator
 #
-# Repeat the namespace block (without the variables block) for every other
-# namespace Rondo manages. A `namespace "*"` rule would be shorter but grants
-# those capabilities in namespaces Rondo does not manage, and an exact-name
-# rule replaces a glob rule for that namespace rather than adding to it.
+# Namespaces. The agent keeps its state in its own namespace ("default", or
+# nomad { namespace }) and schedules the jobs of that namespace, of every
+# namespace a VC lists (vc "x" { namespaces = [...] }), or of all of them
+# with nomad { namespace = "*" }. The `namespace "*"` block below grants the
+# job capabilities in every namespace, which is what namespace = "*" needs.
+# Least privilege: when the agent watches only the VCs' namespaces, replace
+# it with one block per namespace, each with the same capabilities and no
+# variables block:
+#
+#   namespace "team-a" {
+#     capabilities = ["list-jobs", "read-job", "submit-job", "scale-job", "read-job-scaling"]
+#   }
+#
+# A namespace the token cannot read is not watched (Nomad leaves it out of
+# the `*` listings). An exact-name rule replaces a glob rule for that
+# namespace rather than adding to it: the "default" block below must keep
+# the job capabilities beside its variables.
+
+namespace "*" {
+  capabilities = ["list-jobs", "read-job", "submit-job", "scale-job", "read-job-scaling"]
+}
 
 namespace "default" {
   # Observe and rewrite the jobs it schedules: register with EnforceIndex
