@@ -759,9 +759,10 @@ func (b *Backend) throughput(model string, sf int, typ string) (float64, string)
 	if v, ok := b.cfg.Throughputs.Lookup(model, sf, typ); ok {
 		return v, engine.SourceTable
 	}
-	if len(b.cfg.Throughputs.Keys(typ)) == 0 || !b.knownModel(model, sf) {
-		// A type the table does not know, or a model it never measured
-		// at this size: every type alike until the job reports.
+	if len(b.cfg.Throughputs.Keys(typ)) == 0 || b.cfg.Throughputs.Added(typ) || !b.knownModel(model, sf) {
+		// A type the table does not know (or only the operator's file
+		// does, listing what was profiled there), or a model it never
+		// measured at this size: estimated by the round (completeTypes).
 		return 1, engine.SourceDefaulted
 	}
 	return 0, engine.SourceTable // measured elsewhere, not on typ: it cannot run there

@@ -27,6 +27,9 @@ func TestOver(t *testing.T) {
 	if gv == 123 || len(m.Keys("v100")) != len(base.Keys("v100")) {
 		t.Errorf("base changed or v100 keys lost: %v, %d vs %d", gv, len(m.Keys("v100")), len(base.Keys("v100")))
 	}
+	if !m.Added("h100-80gb") || m.Added("v100") || base.Added("h100-80gb") {
+		t.Errorf("Added: h100 %v, v100 %v, base %v", m.Added("h100-80gb"), m.Added("v100"), base.Added("h100-80gb"))
+	}
 	if _, ok := base.Lookup("ResNet-50 (batch size 64)", 1, "h100-80gb"); ok {
 		t.Error("Default() gained the operator's type")
 	}

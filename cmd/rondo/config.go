@@ -49,6 +49,10 @@ func (c *configValidate) Run(args []string) int {
 		fmt.Fprintln(c.stderr, err) // a dl2 VC's model file
 		return 1
 	}
+	if _, _, err := throughputTable(cfg); err != nil {
+		fmt.Fprintln(c.stderr, err) // the throughputs file
+		return 1
+	}
 	tree := rhcl.NewTypeTree(cfg.CellTypes)
 	gpus := 0
 	for _, cell := range cfg.Cells {
