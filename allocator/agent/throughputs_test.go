@@ -33,7 +33,8 @@ func (f *fleetBackend) Observe() (*engine.Snapshot, error) {
 // TestStatusThroughputSources: /v1/status gives each job's throughput per
 // type with its source: reported through the lease API (measured),
 // completed from the other jobs' ratios (estimated), the table's, or the
-// default when nothing is known.
+// default when nothing is known; a report naming a type the cluster lacks
+// is learned under the type the job runs on.
 func TestStatusThroughputSources(t *testing.T) {
 	e, err := engine.New(engine.Config{Policy: "max_min_fairness_perf", RoundS: 360})
 	if err != nil {
@@ -49,6 +50,21 @@ func TestStatusThroughputSources(t *testing.T) {
 		if err := a.Report(ctx, lease.Caller{Job: r.job, IdentityJob: r.job}, lease.Progress{GPUType: r.typ, ThroughputStepsPerS: r.v}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	a.Step()
+	// A task naming its GPU by another convention ("a100" from node meta)
+	// is learned under the type it runs on.
+	runs := ""
+	for _, j := range a.Status().Jobs {
+		if j.ID == "tab" && j.State == "running" {
+			runs = j.Type
+		}
+	}
+	if runs == "" {
+		t.Fatalf("tab is not running: %+v", a.Status().Jobs)
+	}
+	if err := a.Report(ctx, lease.Caller{Job: "tab", IdentityJob: "tab"}, lease.Progress{GPUType: "a100", ThroughputStepsPerS: 4}); err != nil {
+		t.Fatal(err)
 	}
 	a.Step()
 	srv := httptest.NewServer(a.Handler())
@@ -78,7 +94,7 @@ func TestStatusThroughputSources(t *testing.T) {
 		"new":   {"a100-80gb": {7, "measured"}, "h100-80gb": {14, "estimated"}},
 		"k1":    {"a100-80gb": {10, "measured"}, "h100-80gb": {20, "measured"}},
 		"blank": {"a100-80gb": {1, "defaulted"}, "h100-80gb": {1, "defaulted"}},
-		"tab":   {"a100-80gb": {5, "table"}, "h100-80gb": {9, "table"}},
+		"tab":   {},
 	}
 	seen := 0
 	for _, j := range st.Jobs {
@@ -92,6 +108,19 @@ func TestStatusThroughputSources(t *testing.T) {
 			if g.Source != wv.source || math.Abs(g.Value-wv.value) > 1e-6*wv.value {
 				t.Errorf("job %s on %s: %v (%s), want %v (%s)", j.ID, typ, g.Value, g.Source, wv.value, wv.source)
 			}
+		}
+	}
+	for _, j := range st.Jobs {
+		if j.ID != "tab" {
+			continue
+		}
+		for typ, g := range j.Throughputs {
+			if typ == runs && (g.Source != "measured" || g.Value != 4) || typ != runs && (g.Source != "table" || g.Value != 5) {
+				t.Errorf("tab on %s (it runs on %s, reported as a100): %+v", typ, runs, g)
+			}
+		}
+		if len(j.Throughputs) != 2 {
+			t.Errorf("tab: %v, want its two types only", j.Throughputs)
 		}
 	}
 	if seen != len(want) {
