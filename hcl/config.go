@@ -72,6 +72,14 @@ type Config struct {
 	// reserve_after: the cluster's without VCs, the default of VCs that
 	// set none, and the opportunistic engine's (PreemptionOf).
 	Preemption Preemption
+	// GPUTypes are the gpu_type blocks (gputypes.go): device model names
+	// mapped to Rondo GPU types.
+	GPUTypes []GPUTypeMap
+	// Throughputs is an operator's throughput file (allocator/throughputs'
+	// JSON, merged over Gavel's table), "" for none; relative to the
+	// config file's directory. ThroughputsRange is its value's range.
+	Throughputs      string
+	ThroughputsRange hcl.Range
 }
 
 // Preemption is how an engine stops running work for waiting work
@@ -508,7 +516,7 @@ func errorsOnly(diags hcl.Diagnostics) hcl.Diagnostics {
 
 var fileSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "round_seconds"}, {Name: "placement"}, {Name: "profiles"}, {Name: "learn_profiles"},
-		{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}},
+		{Name: "min_runtime"}, {Name: "checkpoint_aware"}, {Name: "reserve_after"}, {Name: "throughputs"}},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "nomad"},
 		{Type: "tasks"},
@@ -520,6 +528,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "cell", LabelNames: []string{"type", "name"}},
 		{Type: "vc", LabelNames: []string{"name"}},
 		{Type: "cells_from_topology"},
+		{Type: "gpu_type", LabelNames: []string{"name"}},
 	},
 }
 
@@ -565,6 +574,7 @@ func decodeFile(body hcl.Body, cfg *Config, roundSeconds **hcl.Attribute) hcl.Di
 		}
 	}
 	diags = append(diags, decodePreemption(content, &cfg.Preemption, "")...)
+	diags = append(diags, decodeThroughputs(content, cfg)...)
 	if a, ok := content.Attributes["profiles"]; ok {
 		if cfg.ProfilesRange != (hcl.Range{}) {
 			diags = append(diags, errAt(a.NameRange, "Duplicate profiles", fmt.Sprintf("profiles is already set at %s", cfg.ProfilesRange)))
@@ -643,6 +653,10 @@ func decodeFile(body hcl.Body, cfg *Config, roundSeconds **hcl.Attribute) hcl.Di
 				}
 			}
 			cfg.FromTopology = append(cfg.FromTopology, tc)
+		case "gpu_type":
+			g, d := decodeGPUType(b, cfg.GPUTypes)
+			diags = append(diags, d...)
+			cfg.GPUTypes = append(cfg.GPUTypes, g)
 		case "vc":
 			v, d := decodeVC(b)
 			diags = append(diags, d...)

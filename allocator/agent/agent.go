@@ -193,6 +193,10 @@ type JobStatus struct {
 	Rounds int `json:"rounds"`
 	// Throughput is steps/s on the GPU type it runs on now.
 	Throughput float64 `json:"throughput_steps_per_s,omitempty"`
+	// Throughputs are the steps/s per GPU type the round decided on, each
+	// with where it comes from (engine.Job.ThroughputSource): measured,
+	// estimated, table or defaulted.
+	Throughputs map[string]TypeThroughput `json:"throughputs,omitempty"`
 	// ETA is when it would finish at that throughput if it kept running.
 	ETA *time.Time `json:"estimated_completion,omitempty"`
 	// Elastic jobs: workers running now (0 when not running) and the
@@ -251,6 +255,29 @@ type JobStatus struct {
 	// suspensions, migrations, resizes, notices) with their reasons,
 	// oldest first; only GET /v1/jobs/{id} fills it.
 	History []RoundEvent `json:"history,omitempty"`
+}
+
+// TypeThroughput is a job's throughput on one GPU type and its source.
+type TypeThroughput struct {
+	Value  float64 `json:"value"`
+	Source string  `json:"source"`
+}
+
+// throughputsOf is a job's Throughputs (nil for none); a type without a
+// source is the table's.
+func throughputsOf(j *engine.Job) map[string]TypeThroughput {
+	if len(j.Throughput) == 0 {
+		return nil
+	}
+	out := make(map[string]TypeThroughput, len(j.Throughput))
+	for t, v := range j.Throughput {
+		src := j.ThroughputSource[t]
+		if src == "" {
+			src = engine.SourceTable
+		}
+		out[t] = TypeThroughput{Value: v, Source: src}
+	}
+	return out
 }
 
 // Status is what GET /v1/status returns.
@@ -798,7 +825,8 @@ func (a *Agent) record(s *engine.Snapshot, p *engine.Plan, round int) {
 		known[j.ID] = true
 		js := JobStatus{ID: j.ID, State: "queued", ScaleFactor: j.ScaleFactor, RemainingSteps: j.RemainingSteps,
 			TotalSteps: j.TotalSteps, ArrivalS: j.ArrivalS, ReceivedS: maps.Clone(j.ReceivedS), X: xs[j.ID], VC: j.VC,
-			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID], Namespace: j.Namespace}
+			User: j.User, Refused: refused[j.ID], CheckpointNow: notice[j.ID], Namespace: j.Namespace,
+			Throughputs: throughputsOf(&j)}
 		if ji, ok := intents[j.ID]; ok {
 			js.Intent, js.Reason = string(ji.Intent), ji.Reason.String()
 		} else if r, ok := reserved[j.ID]; ok {

@@ -84,6 +84,7 @@ func (a *Agent) Report(ctx context.Context, c lease.Caller, p lease.Progress) er
 	c.Job = a.jobKey(c.Namespace, c.Job)
 	a.mu.Lock()
 	known := a.known[c.Job]
+	p.GPUType = a.reportedType(c.Job, p.GPUType)
 	a.mu.Unlock()
 	if !known {
 		return lease.ErrUnknownJob
@@ -261,4 +262,20 @@ func (a *Agent) Measured(job, gpuType string) (state.Measurement, bool) {
 	defer a.smu.Unlock()
 	m, ok := a.st.Throughput[job][gpuType]
 	return m, ok
+}
+
+// reportedType is the GPU type a report is learned under: the type the
+// task names when the cluster has it, else the type the job runs on
+// (a task naming its GPU by another convention, "a100" from node meta
+// where the agent's type is "a100-80gb", still measures it). a.mu held.
+func (a *Agent) reportedType(job, typ string) string {
+	if _, ok := a.status.Types[typ]; ok || typ == "" {
+		return typ
+	}
+	for _, j := range a.status.Jobs {
+		if j.ID == job && j.State == "running" && j.Type != "" {
+			return j.Type
+		}
+	}
+	return typ
 }

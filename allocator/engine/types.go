@@ -81,6 +81,11 @@ type Job struct {
 	// estimating stage (allocator/round.Estimating) learns from it and
 	// puts its estimate in Throughput; the engine itself never reads it.
 	Measured map[string]float64 `json:"measured,omitempty"`
+	// ThroughputSource says where each Throughput value comes from
+	// (provenance.go: SourceMeasured, SourceEstimated, SourceTable,
+	// SourceDefaulted); absent types are the table's. The engine never
+	// reads it: `rondo status` shows it.
+	ThroughputSource map[string]string `json:"throughput_source,omitempty"`
 	// Profile names the job's CPU and memory sensitivity profile (meta
 	// rondo.profile, a Synergy trace's model); "" : insensitive. Only the
 	// placement stage (allocator/placement) reads it.

@@ -135,3 +135,20 @@ func (o *Online) Forget(job string) {
 	defer o.mu.Unlock()
 	delete(o.m, job)
 }
+
+// Means is every job's measured means per GPU type (a copy): the rows
+// CompleteTypes learns other jobs' ratios between types from, finished
+// jobs' included.
+func (o *Online) Means() map[string]map[string]float64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]map[string]float64, len(o.m))
+	for j, ts := range o.m {
+		m := make(map[string]float64, len(ts))
+		for t, s := range ts {
+			m[t] = s.mean
+		}
+		out[j] = m
+	}
+	return out
+}

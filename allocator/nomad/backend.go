@@ -54,7 +54,8 @@ type Config struct {
 	Pool string
 	// Throughputs defaults to the embedded Gavel table.
 	Throughputs *throughputs.Table
-	// TypeNames overrides GPUType for some device model names.
+	// TypeNames maps device model names to GPU types (the config's
+	// gpu_type blocks); other models get DefaultGPUType (DeviceType).
 	TypeNames map[string]string
 	// Progress defaults to CheckpointProgress.
 	Progress ProgressFunc
@@ -114,6 +115,7 @@ type jobState struct {
 	lastS     float64
 	received  map[string]float64
 	tput      map[string]float64
+	src       map[string]string // tput's sources (engine.Source*)
 	job       *api.Job
 	policy    hcl.JobPolicy
 	group     string
@@ -292,13 +294,6 @@ const EnablePreemption = "nomad operator scheduler set-config -preempt-batch-sch
 
 func (b *Backend) nowS() float64 { return b.cfg.Now().Sub(b.epoch).Seconds() }
 
-func (b *Backend) typeOf(model string) string {
-	if t, ok := b.cfg.TypeNames[model]; ok {
-		return t
-	}
-	return GPUType(model)
-}
-
 // observeGPUs lists the GPUs of ready, eligible nodes in the pool.
 func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	stubs, _, err := b.cfg.Client.Nodes().List(nil)
@@ -340,7 +335,7 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			if d.Vendor != "nvidia" || d.Type != "gpu" {
 				continue
 			}
-			typ := b.typeOf(d.Name)
+			typ := DeviceType(d, b.cfg.TypeNames)
 			for _, in := range d.Instances {
 				g := engine.GPU{ID: in.ID, Type: typ, Server: n.ID, Failed: !in.Healthy}
 				// The plugin's topology (device-plugin/README.md), for cells
@@ -758,9 +753,9 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	if el == nil && len(gpus) > 0 {
 		st.res = grantOf(job)
 	}
-	st.tput = map[string]float64{}
+	st.tput, st.src = map[string]float64{}, map[string]string{}
 	for t := range types {
-		st.tput[t] = b.throughput(pol.Model, sf, t)
+		st.tput[t], st.src[t] = b.throughput(pol.Model, sf, t)
 	}
 	return st, true
 }
@@ -794,19 +789,24 @@ func (b *Backend) readJobs(ids []string) map[string]*api.Job {
 	return m
 }
 
-func (b *Backend) throughput(model string, sf int, typ string) float64 {
+// throughput is a job's table throughput on typ and its source
+// (engine.SourceTable, or engine.SourceDefaulted for the 1 given where the
+// table says nothing: the round's estimating stage estimates those from
+// what is measured, allocator/estimator.CompleteTypes).
+func (b *Backend) throughput(model string, sf int, typ string) (float64, string) {
 	if model == "" {
-		return 1 // unknown model: every type alike
+		return 1, engine.SourceDefaulted // unknown model: every type alike
 	}
 	if v, ok := b.cfg.Throughputs.Lookup(model, sf, typ); ok {
-		return v
+		return v, engine.SourceTable
 	}
-	if len(b.cfg.Throughputs.Keys(typ)) == 0 || !b.knownModel(model, sf) {
-		// A type the table does not know, or a model it never measured
-		// at this size: every type alike until the job reports.
-		return 1
+	if len(b.cfg.Throughputs.Keys(typ)) == 0 || b.cfg.Throughputs.Added(typ) || !b.knownModel(model, sf) {
+		// A type the table does not know (or only the operator's file
+		// does, listing what was profiled there), or a model it never
+		// measured at this size: estimated by the round (completeTypes).
+		return 1, engine.SourceDefaulted
 	}
-	return 0 // measured elsewhere, not on typ: it cannot run there
+	return 0, engine.SourceTable // measured elsewhere, not on typ: it cannot run there
 }
 
 // knownModel reports whether the table measured model at scale factor sf
@@ -821,7 +821,7 @@ func (b *Backend) knownModel(model string, sf int) bool {
 }
 
 func (st *jobState) engineJob(id string) engine.Job {
-	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, Weight: st.policy.Weight,
+	j := engine.Job{ID: id, ScaleFactor: st.sf, Throughput: st.tput, ThroughputSource: st.src, Weight: st.policy.Weight,
 		ArrivalS: st.arrivalS, TotalSteps: st.total, RemainingSteps: max(st.total-st.done, 0),
 		ReceivedS: map[string]float64{}, Model: st.policy.Model, VC: st.policy.VC, User: st.policy.User, Entity: st.policy.Entity,
 		Started: st.admitted, Profile: st.policy.Profile, RunSinceS: st.runSinceS}
@@ -917,6 +917,17 @@ func (b *Backend) SetTaskEnv(root, leaseAddr string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg.CheckpointRoot, b.cfg.LeaseAddr = root, leaseAddr
+}
+
+// SetTypes replaces Config.TypeNames and Config.Throughputs (config
+// reload; nil tb: the embedded table); they apply from the next Observe.
+func (b *Backend) SetTypes(names map[string]string, tb *throughputs.Table) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tb == nil {
+		tb = throughputs.Default()
+	}
+	b.cfg.TypeNames, b.cfg.Throughputs = names, tb
 }
 
 // SetPools replaces Config.Pools (config reload).

@@ -11,21 +11,67 @@ import (
 )
 
 func TestGPUType(t *testing.T) {
-	for model, want := range map[string]string{
-		"Tesla V100-SXM2-16GB":    "v100",
-		"Tesla P100-PCIE-16GB":    "p100",
-		"Tesla K80":               "k80",
-		"NVIDIA H100 80GB HBM3":   "h100",
-		"NVIDIA A100-SXM4-40GB":   "a100",
-		"Tesla T4":                "t4",
-		"NVIDIA GeForce RTX 3090": "3090", // "rtx" has no digit
-		"Accelerator":             "accelerator",
+	for _, c := range []struct {
+		model  string
+		memMiB int64
+		want   string
+	}{
+		// Gavel's families keep their names, whatever the memory.
+		{"Tesla V100-SXM2-16GB", 16384, "v100"},
+		{"Tesla V100-SXM2-32GB", 32768, "v100"},
+		{"Tesla P100-PCIE-16GB", 16280, "p100"},
+		{"Tesla K80", 11441, "k80"},
+		// Others: family and memory size, from the name when it says it.
+		{"NVIDIA A100-SXM4-40GB", 40536, "a100-40gb"},
+		{"NVIDIA A100-SXM4-80GB", 81920, "a100-80gb"},
+		{"NVIDIA A100 80GB PCIe", 81920, "a100-80gb"},
+		{"NVIDIA A100-PCIE-40GB", 0, "a100-40gb"},
+		{"NVIDIA H100 80GB HBM3", 81559, "h100-80gb"},
+		// else from the memory NVML reports, rounded up to the size sold.
+		{"NVIDIA H100 PCIe", 81559, "h100-80gb"},
+		{"NVIDIA H100 NVL", 95830, "h100-94gb"},
+		{"NVIDIA L40S", 46068, "l40s-48gb"},
+		{"NVIDIA A10", 23028, "a10-24gb"},
+		{"Tesla T4", 15360, "t4-16gb"},
+		{"NVIDIA H200", 143771, "h200-141gb"},
+		{"NVIDIA GeForce RTX 3090", 24576, "3090-24gb"}, // "rtx" has no digit
+		{"NVIDIA L40S", 0, "l40s"},                      // no memory known
+		{"Tesla T4", 0, "t4"},
+		{"Accelerator", 0, "accelerator"},
 		// MIG instances (the device plugin's group names) are types of their own.
-		"NVIDIA A100-SXM4-40GB MIG 3g.20gb": "a100-mig-3g.20gb",
-		"NVIDIA H100 80GB HBM3 MIG 1g.10gb": "h100-mig-1g.10gb",
+		{"NVIDIA A100-SXM4-40GB MIG 3g.20gb", 20096, "a100-mig-3g.20gb"},
+		{"NVIDIA H100 80GB HBM3 MIG 1g.10gb", 9984, "h100-mig-1g.10gb"},
 	} {
-		if got := GPUType(model); got != want {
-			t.Errorf("GPUType(%q) = %q, want %q", model, got, want)
+		if got := DefaultGPUType(c.model, c.memMiB); got != c.want {
+			t.Errorf("DefaultGPUType(%q, %d) = %q, want %q", c.model, c.memMiB, got, c.want)
+		}
+	}
+	if got := GPUType("NVIDIA A100-SXM4-80GB"); got != "a100-80gb" {
+		t.Errorf("GPUType = %q", got)
+	}
+}
+
+// DeviceType: the config's mapping wins; else the group's memory attribute
+// (MiB, as the plugin publishes it; GiB too) separates sizes.
+func TestDeviceType(t *testing.T) {
+	mem := func(v int64, unit string) map[string]*api.Attribute {
+		return map[string]*api.Attribute{"memory": {IntVal: &v, Unit: unit}}
+	}
+	names := map[string]string{"NVIDIA A100-SXM4-80GB": "a100-80g", "NVIDIA A100 80GB PCIe": "a100-80g"}
+	for _, c := range []struct {
+		d    api.NodeDeviceResource
+		want string
+	}{
+		{api.NodeDeviceResource{Name: "NVIDIA A100-SXM4-80GB", Attributes: mem(81920, "MiB")}, "a100-80g"},
+		{api.NodeDeviceResource{Name: "NVIDIA A100 80GB PCIe"}, "a100-80g"},
+		{api.NodeDeviceResource{Name: "NVIDIA A100-SXM4-40GB", Attributes: mem(40536, "MiB")}, "a100-40gb"},
+		{api.NodeDeviceResource{Name: "NVIDIA L40S", Attributes: mem(46068, "MiB")}, "l40s-48gb"},
+		{api.NodeDeviceResource{Name: "NVIDIA L40S", Attributes: mem(48, "GiB")}, "l40s-48gb"},
+		{api.NodeDeviceResource{Name: "NVIDIA L40S"}, "l40s"},
+		{api.NodeDeviceResource{Name: "Tesla V100-SXM2-16GB", Attributes: mem(16384, "MiB")}, "v100"},
+	} {
+		if got := DeviceType(&c.d, names); got != c.want {
+			t.Errorf("DeviceType(%q) = %q, want %q", c.d.Name, got, c.want)
 		}
 	}
 }

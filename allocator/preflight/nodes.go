@@ -44,7 +44,7 @@ func (n Node) Types() map[string]int {
 
 // Nodes reads node stubs listed with resources (Nodes().List with
 // resources=true) into Nodes, each GPU model's type from typeOf.
-func Nodes(stubs []*api.NodeListStub, typeOf func(model string) string) []Node {
+func Nodes(stubs []*api.NodeListStub, typeOf func(*api.NodeDeviceResource) string) []Node {
 	var out []Node
 	for _, s := range stubs {
 		n := Node{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Status: s.Status,
@@ -54,7 +54,7 @@ func Nodes(stubs []*api.NodeListStub, typeOf func(model string) string) []Node {
 				if d == nil || d.Vendor != "nvidia" || d.Type != "gpu" {
 					continue
 				}
-				g := GPUGroup{Model: d.Name, Type: typeOf(d.Name), Instances: len(d.Instances)}
+				g := GPUGroup{Model: d.Name, Type: typeOf(d), Instances: len(d.Instances)}
 				for _, in := range d.Instances {
 					if !in.Healthy {
 						g.Unhealthy++

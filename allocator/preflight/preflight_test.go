@@ -88,7 +88,7 @@ func has(t *testing.T, fs []Finding, l Level, words ...string) {
 }
 
 func TestNodesReadsDevices(t *testing.T) {
-	ns := Nodes([]*api.NodeListStub{stub("b", "rondo", "", "Tesla K80", 2, 1, false), stub("a", "rondo", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, rnomad.GPUType)
+	ns := Nodes([]*api.NodeListStub{stub("b", "rondo", "", "Tesla K80", 2, 1, false), stub("a", "rondo", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, deviceType)
 	if len(ns) != 2 || ns[0].Name != "a" {
 		t.Fatalf("nodes %+v", ns)
 	}
@@ -109,7 +109,7 @@ func TestCheckCells(t *testing.T) {
 	good := Nodes([]*api.NodeListStub{
 		stub("v100-a", "rondo", "", "Tesla V100-SXM2-16GB", 2, 0, true),
 		stub("e1", "gpu-east", "dgx", "Tesla V100-SXM2-16GB", 2, 0, true),
-	}, rnomad.GPUType)
+	}, deviceType)
 	fs := CheckCells(cfg, good, pools)
 	if e := append(levels(fs, Error), levels(fs, Warning)...); len(e) > 0 || len(fs) != 2 {
 		t.Fatalf("a good cluster: %v", fs)
@@ -117,7 +117,7 @@ func TestCheckCells(t *testing.T) {
 	has(t, fs, OK, `cell "v100-node" "a" (cluster.hcl:`, "v100-a (2 v100)")
 
 	// The named node missing, the selector's pool and class missing.
-	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("v100-b", "rondo", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, rnomad.GPUType), pools)
+	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("v100-b", "rondo", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, deviceType), pools)
 	has(t, fs, Error, `nomad_node "v100-a": no such node`, "v100-b")
 	has(t, fs, Error, `node_pool "gpu-east" node_class "dgx" matches no node`, `no node is in pool "gpu-east"`, `no node has class "dgx"`)
 
@@ -125,10 +125,10 @@ func TestCheckCells(t *testing.T) {
 	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{
 		stub("v100-a", "rondo", "", "Tesla K80", 2, 0, true),
 		stub("e1", "gpu-east", "dgx", "Tesla V100-SXM2-16GB", 1, 0, true),
-	}, rnomad.GPUType), pools)
+	}, deviceType), pools)
 	has(t, fs, Error, `node "v100-a" has no GPU of type "v100"`, "2 k80 (Tesla K80)")
 	has(t, fs, Warning, `node "e1" has 1 v100 GPUs, its cell needs 2`)
-	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("v100-a", "default", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, rnomad.GPUType), pools)
+	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("v100-a", "default", "", "Tesla V100-SXM2-16GB", 2, 0, true)}, deviceType), pools)
 	has(t, fs, Error, `node "v100-a" is in node pool "default", not a GPU pool`)
 }
 
@@ -142,9 +142,9 @@ vc "a" {
 }
 `)
 	pools := GPUPools(cfg, "rondo")
-	fs := CheckCells(cfg, Nodes([]*api.NodeListStub{stub("box", "boxes", "", "Tesla V100-SXM2-16GB", 4, 0, false)}, rnomad.GPUType), pools)
+	fs := CheckCells(cfg, Nodes([]*api.NodeListStub{stub("box", "boxes", "", "Tesla V100-SXM2-16GB", 4, 0, false)}, deviceType), pools)
 	has(t, fs, Error, "cells_from_topology", "box", "without nomad-device-rondo's topology")
-	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("box", "boxes", "", "Tesla V100-SXM2-16GB", 4, 0, true)}, rnomad.GPUType), pools)
+	fs = CheckCells(cfg, Nodes([]*api.NodeListStub{stub("box", "boxes", "", "Tesla V100-SXM2-16GB", 4, 0, true)}, deviceType), pools)
 	has(t, fs, OK, `node_pool "boxes" matches box`)
 }
 
@@ -163,7 +163,7 @@ vc "b" {
 		stub("other", "rondo", "", "NVIDIA L4", 1, 0, false),
 		{ID: "cpu", Name: "cpu-0", NodePool: "rondo", Status: "ready", SchedulingEligibility: "eligible"},
 		{ID: "web", Name: "web-0", NodePool: "default", Status: "ready", SchedulingEligibility: "eligible"},
-	}, rnomad.GPUType)
+	}, deviceType)
 	fs := CheckGPUs(cfg, nodes, []string{"rondo", "east"})
 	has(t, fs, OK, `node "v100-a" (pool "rondo")`, "2 v100 (Tesla V100-SXM2-16GB) from nomad-device-rondo")
 	has(t, fs, Warning, `node "k80-a"`, "1 of 2 k80 GPUs are unhealthy")
@@ -243,3 +243,5 @@ func TestCheckPreemption(t *testing.T) {
 		t.Errorf("forbidden: %s", f)
 	}
 }
+
+func deviceType(d *api.NodeDeviceResource) string { return rnomad.DeviceType(d, nil) }

@@ -19,9 +19,10 @@ type Options struct {
 	// StatePath is the durable state's variable path (default
 	// state.DefaultPath); Namespaces[0] holds it.
 	StatePath string
-	// TypeOf maps a device model to Rondo's GPU type (default
-	// rnomad.GPUType): what the agent's Observe uses.
-	TypeOf func(model string) string
+	// TypeOf maps a device group to Rondo's GPU type (default
+	// rnomad.DeviceType without gpu_type blocks): what the agent's Observe
+	// uses.
+	TypeOf func(*api.NodeDeviceResource) string
 }
 
 // Run checks the cluster c reaches against cfg: the token and its
@@ -43,7 +44,7 @@ func Run(ctx context.Context, c *api.Client, cfg *rhcl.Config, o Options) []Find
 		o.StatePath = state.DefaultPath
 	}
 	if o.TypeOf == nil {
-		o.TypeOf = rnomad.GPUType
+		o.TypeOf = func(d *api.NodeDeviceResource) string { return rnomad.DeviceType(d, nil) }
 	}
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	var out []Finding

@@ -6,6 +6,7 @@ import (
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/allocator/estimator"
 	"github.com/rondo-sched/rondo/allocator/loop"
+	"github.com/rondo-sched/rondo/allocator/throughputs"
 )
 
 // Estimating is the round's first stage, "estimate throughputs": it feeds
@@ -15,8 +16,10 @@ import (
 // estimator weighs the n-th sample of a (job, type) by max(1/n, alpha): the
 // mean of the first measurements, then an exponentially weighted mean. A
 // type the job was never measured on keeps its profiled value (or the
-// estimator's prior, when it has one). The engine stays pure: it decides on
-// the Throughput it is given.
+// estimator's prior, when it has one), unless the backend defaulted it (no
+// table knows the job there): then it is estimated from the job's known
+// types and other jobs' ratios between types (completeTypes). The engine
+// stays pure: it decides on the Throughput it is given.
 //
 // The snapshot is amended in place (its maps cloned first, as a backend may
 // share them), so that what records the round sees what was decided on.
@@ -32,6 +35,12 @@ type Estimating struct {
 	Next   loop.Decider
 	Online *estimator.Online
 	Pairs  *PairEstimates
+	// Table, when set, is the throughput table the backend read: its
+	// profiled configurations join the completion of the types a job's
+	// table entry lacks (completeTypes) with their ratios between types.
+	Table  *throughputs.Table
+	rows   map[string]map[string]float64 // tableRows(rowsOf)
+	rowsOf *throughputs.Table
 	// Before, when set, amends the snapshot's measurements first: the
 	// placement stage (placement.Stage.Normalize) takes out the speed-up a
 	// job's cores and memory gave it, so throughputs stay per GPU type.
@@ -43,16 +52,27 @@ func (e *Estimating) Round(s *engine.Snapshot) (*engine.Plan, error) {
 	if e.Before != nil {
 		e.Before(s)
 	}
-	Estimate(e.Online, s)
+	if e.Table != e.rowsOf {
+		e.rows, e.rowsOf = nil, e.Table
+		if e.Table != nil {
+			e.rows = tableRows(e.Table)
+		}
+	}
+	estimate(e.Online, s, e.rows)
 	if e.Pairs != nil && e.Pairs.Estimate(s, e.Online) {
 		e.RequestReset()
 	}
 	return e.Next.Round(s)
 }
 
-// Estimate feeds s's measurements to o and replaces the jobs' throughputs
-// by o's estimates where o has one.
-func Estimate(o *estimator.Online, s *engine.Snapshot) {
+// Estimate feeds s's measurements to o, replaces the jobs' throughputs by
+// o's estimates where o has one, and completes those the backend
+// defaulted (completeTypes), marking each value's source.
+func Estimate(o *estimator.Online, s *engine.Snapshot) { estimate(o, s, nil) }
+
+// estimate is Estimate with a table's rows in the completion.
+func estimate(o *estimator.Online, s *engine.Snapshot, table map[string]map[string]float64) {
+	defer completeTypes(o, s, table)
 	for i := range s.Jobs {
 		j := &s.Jobs[i]
 		for typ, v := range j.Measured {

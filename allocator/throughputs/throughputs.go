@@ -39,6 +39,7 @@ type entry struct {
 // concurrent use.
 type Table struct {
 	types map[string]map[Key]*entry
+	added map[string]bool // types an overlay added (Over)
 }
 
 var (

@@ -102,6 +102,10 @@ type agentSettings struct {
 	entities []map[string]policies.Entity
 	// warnings: the config's, as "warning: file:line:col: ..." lines.
 	warnings []string
+	// tput is the throughput table (the config's file over Gavel's),
+	// tputKey its file and content (throughputTable).
+	tput    *throughputs.Table
+	tputKey string
 }
 
 func (c *agentCmd) load() (*agentSettings, error) {
@@ -110,10 +114,14 @@ func (c *agentCmd) load() (*agentSettings, error) {
 		return nil, errors.New(rhcl.FormatDiagnostics(diags))
 	}
 	warnings := configWarnings(diags)
-	if err := checkVCSizers(cfg); err != nil {
+	err := checkVCSizers(cfg)
+	if err != nil {
 		return nil, err // a dl2 VC's model: at start, or a reload keeps the old config
 	}
 	s := &agentSettings{cfg: cfg, policy: rhcl.DefaultVCPolicy, round: time.Duration(cfg.RoundSeconds) * time.Second}
+	if s.tput, s.tputKey, err = throughputTable(cfg); err != nil {
+		return nil, err // at start, or a reload keeps the old config
+	}
 	// Without cells, one policy for the whole cluster: the first VC's.
 	// With cells and VCs, each VC runs its own policy on its cells.
 	if len(cfg.VCs) > 0 && cfg.VCs[0].Policy != "" {
@@ -183,6 +191,7 @@ func deciderKey(s *agentSettings) string {
 		fmt.Fprintf(&b, " preempt %+v\n", preemptionOf(s.cfg, s.cfg.VCs[i].Name))
 	}
 	fmt.Fprintf(&b, "preempt %+v\n", preemptionOf(s.cfg, ""))
+	b.WriteString(typesKey(s.cfg, s.tputKey))
 	fmt.Fprintf(&b, "placement %q profiles %q learn %v", s.cfg.Placement, s.cfg.Profiles, s.cfg.LearnProfiles)
 	if s.cfg.Profiles != "" {
 		// The file's content: an edited file rebuilds the stage.
@@ -229,6 +238,18 @@ func newDecider(s *agentSettings, log hclog.Logger, reset bool) (agent.Decider, 
 		}
 	}
 	return withPlacement(s.cfg, d, warn)
+}
+
+// estimatingStage is the round's first stage before d: measured
+// throughputs replace the table's (the config's file over Gavel's), the
+// types no table has for a job are completed from the others
+// (round.Estimating); placement's normalization first when d places.
+func estimatingStage(s *agentSettings, d agent.Decider, est *estimator.Online, pairs *round.PairEstimates) *round.Estimating {
+	e := &round.Estimating{Next: d, Online: est, Pairs: pairs, Table: s.tput}
+	if st, ok := d.(*placement.Stage); ok {
+		e.Before = st.Normalize
+	}
+	return e
 }
 
 // cellPools lists the node pools cells select (node_pool): GPU pools
@@ -348,7 +369,8 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			return nil
 		},
-		ShareGroup: shareGroup(s.cfg, s.policy), Namespace: home, Namespaces: watchNamespaces(s.cfg, watchAll)})
+		ShareGroup: shareGroup(s.cfg, s.policy), Namespace: home, Namespaces: watchNamespaces(s.cfg, watchAll),
+		TypeNames: s.cfg.TypeNames(), Throughputs: s.tput}) // SetTypes on a reload
 	if err != nil {
 		return c.fail(err)
 	}
@@ -365,18 +387,20 @@ func (c *agentCmd) Run(args []string) int {
 	// deciders a reload or a lost leader lock rebuilds.
 	// Pair throughputs too: learned from paired reports, completed for
 	// models the table lacks, after profiling runs the round plans.
+	// Both learn on the config's throughput table (its file over Gavel's);
+	// a reload that changes the table starts the pair estimates afresh.
 	est := estimator.NewOnline(0, nil)
-	pairEst := round.NewPairEstimates(throughputs.Default())
+	var pairEst *round.PairEstimates
+	pairKey := ""
 	decide := func(s *agentSettings, reset bool) (agent.Decider, error) {
 		d, err := newDecider(s, log, reset)
 		if err != nil {
 			return nil, err
 		}
-		e := &round.Estimating{Next: d, Online: est, Pairs: pairEst}
-		if st, ok := d.(*placement.Stage); ok {
-			e.Before = st.Normalize
+		if pairEst == nil || s.tputKey != pairKey {
+			pairEst, pairKey = round.NewPairEstimates(s.tput), s.tputKey
 		}
-		return e, nil
+		return estimatingStage(s, d, est, pairEst), nil
 	}
 	dec, err := decide(s, false)
 	if err != nil {
@@ -491,6 +515,7 @@ func (c *agentCmd) Run(args []string) int {
 					continue
 				}
 				backend.SetNoElastic(ns.cells)
+				backend.SetTypes(ns.cfg.TypeNames(), ns.tput)
 				backend.SetPools(cellPools(ns))
 				if err := setProfiles(ns); err != nil {
 					log.Error("reload: profiles", "error", err) // decide already loaded them: not reached

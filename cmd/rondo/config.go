@@ -71,6 +71,10 @@ func (c *configValidate) Run(args []string) (code int) {
 		fmt.Fprintln(c.stderr, err) // a dl2 VC's model file
 		return 1
 	}
+	if _, _, err := throughputTable(cfg); err != nil {
+		fmt.Fprintln(c.stderr, err) // the throughputs file
+		return 1
+	}
 	tree := rhcl.NewTypeTree(cfg.CellTypes)
 	gpus := 0
 	for _, cell := range cfg.Cells {
@@ -138,7 +142,9 @@ func (c *configValidate) preflight(cfg *rhcl.Config, code int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	fs := preflight.Run(ctx, client, cfg, preflight.Options{Pool: pool, Namespaces: nss,
-		StatePath: c.statePath, TypeOf: rnomad.GPUType})
+		StatePath: c.statePath, TypeOf: func(d *api.NodeDeviceResource) string {
+			return rnomad.DeviceType(d, cfg.TypeNames()) // as the agent names them
+		}})
 	for _, f := range fs {
 		fmt.Fprintln(c.stdout, f)
 	}

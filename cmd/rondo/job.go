@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -150,6 +152,9 @@ func printJob(w io.Writer, j agent.JobStatus) {
 	line("Rounds", "%d", j.Rounds)
 	line("Progress", "%.0f/%.0f steps", j.TotalSteps-j.RemainingSteps, j.TotalSteps)
 	line("Throughput", "%s steps/s", rate(j.Throughput))
+	if len(j.Throughputs) > 0 {
+		line("Per type", "%s", perType(j.Throughputs))
+	}
 	if j.ETA == nil {
 		line("ETA", "-")
 	} else {
@@ -191,6 +196,17 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// perType lists a job's throughput on each GPU type with its source:
+// "a100-80gb 7.00 measured, h100-80gb 14.10 estimated".
+func perType(m map[string]agent.TypeThroughput) string {
+	parts := make([]string, 0, len(m))
+	for _, t := range slices.Sorted(maps.Keys(m)) {
+		v := m[t]
+		parts = append(parts, fmt.Sprintf("%s %s %s", t, rate(v.Value), v.Source))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func rate(v float64) string {

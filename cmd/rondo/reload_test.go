@@ -76,6 +76,7 @@ vc "y" {
 		"round":          {cellsCfg, strings.Replace(cellsCfg, "round_seconds = 20", "round_seconds = 30", 1)},
 		"shares":         {quotaCfg, strings.Replace(quotaCfg, "v100 = 2, k80 = 1", "v100 = 1, k80 = 2", 1)},
 		"VC policy":      {quotaCfg, strings.Replace(quotaCfg, `policy = "fifo_perf"`, `policy = "fifo"`, 1)},
+		"gpu_type":       {quotaCfg, quotaCfg + "gpu_type \"v100\" {\n  models = [\"Tesla V100-PCIE-32GB\"]\n}\n"},
 	} {
 		if c[0] == c[1] {
 			t.Fatalf("%s: the variant is the base config", name)

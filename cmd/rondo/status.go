@@ -52,7 +52,7 @@ func printStatus(w io.Writer, s *agent.Status) {
 		fmt.Fprintf(w, "Last error: %s\n", s.LastError)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nType\tGPUs\tUsed\tFailed")
+	fmt.Fprintln(tw, "\nType\tGPUs\tUsed\tFailed\tThroughputs")
 	types := make([]string, 0, len(s.Types))
 	for t := range s.Types {
 		types = append(types, t)
@@ -60,12 +60,35 @@ func printStatus(w io.Writer, s *agent.Status) {
 	sort.Strings(types)
 	for _, t := range types {
 		u := s.Types[t]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", t, u.Total, u.Used, u.Failed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t, u.Total, u.Used, u.Failed, sourcesOn(s.Jobs, t))
 	}
 	tw.Flush()
 	printUsers(w, s.VCs, types)
 	fmt.Fprintln(w)
 	printJobs(w, s.Jobs)
+}
+
+// sourcesOn counts where the active jobs' throughputs on GPU type t come
+// from: "2 measured, 3 estimated, 1 defaulted" ("-" for none), so that an
+// operator sees on which types the policy decides on guesses.
+func sourcesOn(jobs []agent.JobStatus, t string) string {
+	n := map[string]int{}
+	for _, j := range jobs {
+		if v, ok := j.Throughputs[t]; ok && j.State != "done" {
+			n[v.Source]++
+		}
+	}
+	var parts []string
+	for _, src := range []string{"measured", "estimated", "table", "defaulted"} { // engine.Source*
+
+		if n[src] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[src], src))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // leaderLine is "yes" for the leader, else "standby; leader at ADDR".

@@ -19,8 +19,10 @@ func statusServer(t *testing.T) *httptest.Server {
 		NextRound: time.Now().Add(5 * time.Second), VCs: []agent.VC{{Name: "research", Policy: "max_min_fairness_perf"}},
 		Types: map[string]agent.TypeUsage{"v100": {Total: 4, Used: 3, Failed: 1}},
 		Jobs: []agent.JobStatus{{ID: "lm", VC: "research", State: "running", Type: "v100", GPUs: []string{"GPU-0"}, ScaleFactor: 1,
-			RemainingSteps: 40, TotalSteps: 100, Rounds: 3, Throughput: 2.5, ETA: &eta},
-			{ID: "cyclegan", State: "queued", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10},
+			RemainingSteps: 40, TotalSteps: 100, Rounds: 3, Throughput: 2.5, ETA: &eta,
+			Throughputs: map[string]agent.TypeThroughput{"v100": {Value: 2.5, Source: "measured"}, "h100-80gb": {Value: 7.25, Source: "estimated"}}},
+			{ID: "cyclegan", State: "queued", ScaleFactor: 2, RemainingSteps: 10, TotalSteps: 10,
+				Throughputs: map[string]agent.TypeThroughput{"v100": {Value: 1, Source: "defaulted"}}},
 			{ID: "elastic", State: "running", Type: "v100", GPUs: []string{"GPU-1", "GPU-2", "GPU-3"}, ScaleFactor: 1,
 				RemainingSteps: 10, TotalSteps: 10, Workers: 3, MinWorkers: 1, MaxWorkers: 4}}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +42,7 @@ func TestStatusAndJobCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: %d %s", code, errOut)
 	}
-	for _, want := range []string{"Round:      7 (every 10s)", "research (max_min_fairness_perf)", "v100  4     3     1", "lm", "60/100"} {
+	for _, want := range []string{"Round:      7 (every 10s)", "research (max_min_fairness_perf)", "v100  4     3     1       1 measured, 1 defaulted", "lm", "60/100"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -51,7 +53,8 @@ func TestStatusAndJobCommands(t *testing.T) {
 	if code, out, _ = runCaptured(t, "job", "status", "-rondo-addr", srv.URL, "lm"); code != 0 {
 		t.Errorf("job status: %d\n%s", code, out)
 	}
-	for _, want := range []string{"GPU-0", "VC:         research", "Rounds:     3", "Throughput: 2.50 steps/s", "ETA:        2026-11-23T"} {
+	for _, want := range []string{"GPU-0", "VC:         research", "Rounds:     3", "Throughput: 2.50 steps/s", "ETA:        2026-11-23T",
+		"Per type:   h100-80gb 7.25 estimated, v100 2.50 measured"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("job status lacks %q:\n%s", want, out)
 		}
