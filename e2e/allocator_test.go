@@ -43,7 +43,9 @@ type stack struct {
 
 // startStack: the cells cluster most subtests share, 2 V100 + 2 K80.
 func startStack(t *testing.T) *stack {
-	cfg := `round_seconds = 4
+	cfg := `agent {
+  round = "4s"
+}
 cell_type "v100" {
   gpu_type = "v100"
 }

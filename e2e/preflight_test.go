@@ -82,7 +82,7 @@ func TestPreflightOnNomad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		restricted := strings.Replace(string(rules), `"submit-job", `, "", 1)
+		restricted := strings.ReplaceAll(string(rules), `"submit-job", `, "")
 		if restricted == string(rules) {
 			t.Fatal("the policy has no submit-job to take away")
 		}

@@ -2,7 +2,9 @@
 # same three clients, every GPU also advertised as two MPS shares; no
 # cells, one virtual cluster whose packed policy pairs jobs on one GPU
 # when Gavel measured the pair (docs/space-sharing.md).
-round_seconds = 20
+agent {
+  round = "20s"
+}
 
 nomad {
   address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -address

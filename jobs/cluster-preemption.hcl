@@ -6,7 +6,9 @@
 # round must stop one for a waiting job, it picks the one that loses least
 # and gives it a round's notice (its lease answer says checkpoint_now); a
 # gang waiting 1 minute gets GPUs reserved for it.
-round_seconds = 20
+agent {
+  round = "20s"
+}
 
 nomad {
   address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -address

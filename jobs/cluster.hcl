@@ -1,6 +1,8 @@
 # The demo cluster: three Nomad clients in node pool "rondo", one per GPU
 # type, 4 GPUs each (the fake device plugin), one virtual cluster.
-round_seconds = 20
+agent {
+  round = "20s"
+}
 
 nomad {
   address = "http://127.0.0.1:4646" # `rondo demo` passes the real address with -address
