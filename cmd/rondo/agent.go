@@ -58,6 +58,7 @@ type agentCmd struct {
 	leaderTTL  time.Duration
 	advertise  string
 	statusAuth bool
+	lease      *leaseFront // nil without a lease API
 }
 
 func newAgentCmd() *agentCmd {
@@ -380,7 +381,8 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		ls := &lease.Server{Verifier: lease.NewJWKSVerifier(nc.Address, leaseclient.Audience), Decider: ag, Sink: ag,
 			Logf: func(f string, args ...any) { log.Named("lease").Debug(fmt.Sprintf(f, args...)) }}
-		lsrv := &http.Server{Handler: ls.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		c.lease = &leaseFront{self: advertiseURL(lln.Addr()), local: ls.Handler(), leads: ag.IsLeader}
+		lsrv := &http.Server{Handler: c.lease, ReadHeaderTimeout: 10 * time.Second}
 		go lsrv.Serve(lln)
 		defer lsrv.Close()
 		log.Info("lease API", "addr", "http://"+lln.Addr().String())
@@ -508,6 +510,9 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		info, ok, err := state.ReadLeader(rctx, ic, opts)
+		if err == nil {
+			c.lease.follow(info.LeaseAddr)
+		}
 		switch {
 		case err != nil:
 			log.Warn("reading the leader's address", "error", err)
@@ -520,7 +525,7 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, ag *agent.Agen
 			log.Info("leader lock acquired", "lock", opts.Path)
 			ag.SetLeader(true, "")
 			pctx, cancel := context.WithTimeout(lctx, 5*time.Second)
-			if err := state.PublishLeader(pctx, ic, opts, state.LeaderInfo{StatusAddr: advertise, Since: time.Now()}); err != nil {
+			if err := state.PublishLeader(pctx, ic, opts, state.LeaderInfo{StatusAddr: advertise, LeaseAddr: c.lease.url(), Since: time.Now()}); err != nil {
 				log.Warn("could not publish the leader's status address", "path", state.InfoPath(opts.Path), "error", err)
 			}
 			cancel()
