@@ -1039,6 +1039,13 @@ func (a *Agent) SetLeader(leader bool, leaderAddr string) {
 	}
 }
 
+// IsLeader says whether this agent holds the leader lock (SetLeader).
+func (a *Agent) IsLeader() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status.Leader
+}
+
 // Status returns a copy of the current status.
 func (a *Agent) Status() Status {
 	a.mu.Lock()

@@ -69,10 +69,17 @@ func writeJSONError(w http.ResponseWriter, code int, msg string) {
 
 // health is GET /v1/health: open, so a load balancer or a standby's
 // watcher can probe it; it says whether this agent is the leader.
-func (a *Agent) health(w http.ResponseWriter, _ *http.Request) {
+// GET /v1/health?leader answers 503 on a standby, so that a health check
+// (Nomad's, a load balancer's) passes on the leader only.
+func (a *Agent) health(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	leader, addr := a.status.Leader, a.status.LeaderAddr
 	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{"ok": true, "leader": leader, "leader_addr": addr})
+	body := map[string]any{"ok": true, "leader": leader, "leader_addr": addr}
+	if !leader && r.URL.Query().Has("leader") {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		body["error"] = "not the leader"
+	}
+	json.NewEncoder(w).Encode(body)
 }

@@ -56,6 +56,7 @@ func TestStatusAuth(t *testing.T) {
 	}{
 		{"/metrics", nil, 200},
 		{"/v1/health", nil, 200},
+		{"/v1/health?leader", nil, 503}, // a standby
 		{"/v1/status", nil, 401},
 		{"/v1/status", []string{"X-Nomad-Token", "bad"}, 403},
 		{"/v1/status", []string{"X-Nomad-Token", "down"}, 503},
@@ -89,5 +90,11 @@ func TestStatusAuth(t *testing.T) {
 	b.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/status", nil))
 	if rec.Code != 200 {
 		t.Errorf("no Authorizer: %d", rec.Code)
+	}
+	// The leader passes the leader-only health check.
+	rec = httptest.NewRecorder()
+	b.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/health?leader", nil))
+	if rec.Code != 200 {
+		t.Errorf("health?leader on the leader: %d", rec.Code)
 	}
 }

@@ -193,6 +193,9 @@ func Lock(c *api.Client, o LeaderOptions) (*api.Locks, error) {
 type LeaderInfo struct {
 	StatusAddr string    `json:"status_addr"`
 	Since      time.Time `json:"since"`
+	// LeaseAddr is the leader's lease API URL (item lease_addr, absent
+	// when it serves none): standbys forward lease calls there.
+	LeaseAddr string `json:"lease_addr,omitempty"`
 }
 
 // InfoPath is the variable holding the leader's LeaderInfo for the lock at
@@ -213,6 +216,9 @@ func PublishLeader(ctx context.Context, c *api.Client, o LeaderOptions, info Lea
 	}
 	v := &api.Variable{Namespace: ns, Path: InfoPath(o.Path), Items: api.VariableItems{
 		"status_addr": info.StatusAddr, "since": info.Since.UTC().Format(time.RFC3339Nano)}}
+	if info.LeaseAddr != "" {
+		v.Items["lease_addr"] = info.LeaseAddr
+	}
 	_, _, err := c.Variables().Create(v, (&api.WriteOptions{Namespace: ns}).WithContext(ctx))
 	return err
 }
@@ -231,7 +237,7 @@ func ReadLeader(ctx context.Context, c *api.Client, o LeaderOptions) (info Leade
 	if err != nil || v == nil {
 		return info, false, err
 	}
-	info.StatusAddr = v.Items["status_addr"]
+	info.StatusAddr, info.LeaseAddr = v.Items["status_addr"], v.Items["lease_addr"]
 	info.Since, _ = time.Parse(time.RFC3339Nano, v.Items["since"])
 	return info, info.StatusAddr != "", nil
 }

@@ -62,6 +62,7 @@ type agentCmd struct {
 	advertise  string
 	statusAuth bool
 	dryRun     bool
+	lease      *leaseFront // nil without a lease API
 }
 
 func newAgentCmd() *agentCmd {
@@ -443,7 +444,12 @@ func (c *agentCmd) Run(args []string) int {
 		}
 		ls := &lease.Server{Verifier: verifier, Decider: ag, Sink: ag,
 			Logf: func(f string, args ...any) { log.Named("lease").Debug(fmt.Sprintf(f, args...)) }}
-		lsrv := &http.Server{Handler: ls.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		tr, err := listenTLS.transport()
+		if err != nil {
+			return c.fail(err)
+		}
+		c.lease = &leaseFront{self: advertiseURL(lscheme, lln.Addr()), local: ls.Handler(), leads: ag.IsLeader, transport: tr}
+		lsrv := &http.Server{Handler: c.lease, ReadHeaderTimeout: 10 * time.Second}
 		go lsrv.Serve(lln)
 		defer lsrv.Close()
 		leaseURL = lscheme + "://" + lln.Addr().String()
@@ -584,6 +590,9 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, opts state.Lea
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		info, ok, err := state.ReadLeader(rctx, ic, opts)
+		if err == nil {
+			c.lease.follow(info.LeaseAddr)
+		}
 		switch {
 		case err != nil:
 			log.Warn("reading the leader's address", "error", err)
@@ -596,7 +605,7 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, opts state.Lea
 			log.Info("leader lock acquired", "lock", opts.Path)
 			ag.SetLeader(true, "")
 			pctx, cancel := context.WithTimeout(lctx, 5*time.Second)
-			if err := state.PublishLeader(pctx, ic, opts, state.LeaderInfo{StatusAddr: advertise, Since: time.Now()}); err != nil {
+			if err := state.PublishLeader(pctx, ic, opts, state.LeaderInfo{StatusAddr: advertise, LeaseAddr: c.lease.url(), Since: time.Now()}); err != nil {
 				log.Warn("could not publish the leader's status address", "path", state.InfoPath(opts.Path), "error", err)
 			}
 			cancel()

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"sync/atomic"
 
@@ -82,4 +83,30 @@ func (l *listenerTLS) listen(addr string) (ln net.Listener, scheme string, err e
 		return nil, "", err
 	}
 	return tls.NewListener(ln, c), "https", nil
+}
+
+// transport is how one agent calls another's listener (a standby forwarding
+// lease calls to the leader, leaseproxy.go): nil (the default transport)
+// without TLS; with it, the leader's certificate is checked against
+// ca_file (else the system's roots) and this agent's own certificate is its
+// client certificate, for a leader that verifies clients.
+func (l *listenerTLS) transport() (http.RoundTripper, error) {
+	if l == nil {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return l.cert.Load(), nil }}
+	if l.cfg.CAFile != "" {
+		pem, err := os.ReadFile(l.cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: ca_file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: ca_file %s: no PEM certificate in it", l.cfg.CAFile)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = c
+	return tr, nil
 }

@@ -235,6 +235,9 @@ func Start(o Options) (_ *Cluster, err error) {
 			CPUTotalCompute: cpu, MemoryTotalMB: mem, LogLevel: o.LogLevel, ACL: o.ACL, TLS: o.TLS,
 			Meta:    map[string]string{"rondo_gpu_type": cs.GPUType},
 			Plugins: map[string]string{"nomad-device-rondo": PluginConfig(cs, fault)}}
+		if len(cs.GPUs) == 0 {
+			cfg.Plugins = nil // a plain client (e.g. for the agent itself): the fake backend wants a GPU
+		}
 		if cs.NodeClass != "" {
 			cfg.ClientHCL = "  node_class = " + quote(cs.NodeClass) + "\n"
 		}
