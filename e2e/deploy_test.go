@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
@@ -186,6 +187,34 @@ tasks {
 	if !regexp.MustCompile(`(?m)^team-train\s.*running`).MatchString(out) {
 		t.Errorf("rondo job list does not show team-train running:\n%s", out)
 	}
+	// The trainer's reports reach the leader's lease API (found through
+	// the rondo-lease service; the agent verifies the task's identity with
+	// Nomad's keys fetched through the Task API socket): only lease
+	// reports write the durable state's progress.
+	t.Cleanup(func() {
+		if t.Failed() { // the trainer's side of the lease calls
+			for _, stream := range []string{"-stderr", "-stdout"} {
+				cmd := exec.Command(nomad, "alloc", "logs", stream, "-job", "team-train")
+				cmd.Env = env
+				out, _ := cmd.CombinedOutput()
+				t.Logf("team-train %s:\n%s", stream, tail(string(out), 3000))
+			}
+		}
+	})
+	store := state.NewStore(c.API, state.Options{})
+	progress := func() float64 {
+		st, err := store.Load(context.Background())
+		if err != nil {
+			return 0
+		}
+		return st.Progress["team-train"]
+	}
+	waitFor(t, 60*time.Second, "team-train's progress reported through the lease API", func() (bool, error) {
+		return progress() > 0, nil
+	})
+	if out := run("dry-run"); !strings.Contains(out, "plan not enforced") {
+		t.Errorf("the dry run logged no plan:\n%s", out)
+	}
 	runAll("who-leads")
 
 	// The standby serves its status and names the leader.
@@ -211,6 +240,12 @@ tasks {
 		t.Errorf("team-train: %d allocations ran, %d running; want the one kept running", n, len(runningAllocs(c.API, "team-train")))
 	}
 	t.Logf("round %d before the kill, %d on the new leader", before.Round, after.Round)
+	// Reports carry on to the new leader (directly, or forwarded by
+	// whichever instance the task's template picked).
+	reported := progress()
+	waitFor(t, 60*time.Second, "team-train's reports reaching the new leader", func() (bool, error) {
+		return progress() > reported, nil
+	})
 
 	runAll("history", "backup")
 	var saved api.Variable

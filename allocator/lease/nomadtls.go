@@ -48,7 +48,24 @@ func NewNomadJWKSVerifier(nc *api.Config, audiences ...string) (*JWKSVerifier, e
 			return nil, fmt.Errorf("nomad TLS: %w", err)
 		}
 	}
+	if u.Scheme == "unix" && nc.SecretID != "" {
+		// The Task API authenticates every request, the public JWKS
+		// included: the agent's own token (its workload identity).
+		hc.Transport = withToken{next: tr, token: nc.SecretID}
+	}
 	v := NewJWKSVerifier(base, audiences...)
 	v.HTTPClient = hc
 	return v, nil
+}
+
+// withToken sends a Nomad token with each request.
+type withToken struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Nomad-Token", t.token)
+	return t.next.RoundTrip(r)
 }

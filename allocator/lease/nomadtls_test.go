@@ -83,12 +83,16 @@ func TestNomadJWKSVerifierUnixSocket(t *testing.T) {
 		mu.Lock()
 		paths = append(paths, r.URL.Path)
 		mu.Unlock()
+		if r.Header.Get("X-Nomad-Token") != "wi-token" { // as the Task API: every request authenticated
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
 		j.handler().ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	v, err := NewNomadJWKSVerifier(&api.Config{Address: "unix://" + sock, TLSConfig: &api.TLSConfig{}}, "rondo-lease")
+	v, err := NewNomadJWKSVerifier(&api.Config{Address: "unix://" + sock, SecretID: "wi-token", TLSConfig: &api.TLSConfig{}}, "rondo-lease")
 	if err != nil {
 		t.Fatal(err)
 	}
