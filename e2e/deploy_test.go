@@ -50,7 +50,7 @@ func operationsSteps(t *testing.T, root string) []docStep {
 // TestAgentAsNomadJob: the operations guide on a cluster with ACLs (a GPU
 // client, two plain clients for the agents): every command of
 // docs/operations.md runs, in order; the agent runs as
-// jobs/rondo-agent.nomad.hcl (two raw_exec instances on distinct nodes,
+// jobs/deploy/rondo-agent.nomad.hcl (two raw_exec instances on distinct nodes,
 // the token a workload identity with the allocator policy, the config from
 // a Nomad Variable); an opted-in 1-GPU job is admitted by it; the leader's
 // process is killed (the guide's failover drill) and the standby takes

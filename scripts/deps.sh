@@ -8,7 +8,7 @@ pkg-config --exists cbc 2>/dev/null || need+=(coinor-libcbc-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || need+=(python3-torch)
-command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd) # checks jobs/rondo-agent.service
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd) # checks jobs/deploy/rondo-agent.service
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" -eq 0 ]; then
   echo "deps: installing ${need[*]}" >&2

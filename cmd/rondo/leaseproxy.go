@@ -16,7 +16,7 @@ const forwardedHeader = "X-Rondo-Forwarded"
 // forwards to the leader's lease API (published in the leader info,
 // state.LeaderInfo.LeaseAddr). Only the leader decides leases, and
 // Nomad's service discovery hands tasks every instance, healthy or not
-// (jobs/rondo-agent.nomad.hcl), so any instance must lead them there.
+// (jobs/deploy/rondo-agent.nomad.hcl), so any instance must lead them there.
 type leaseFront struct {
 	self  string // this agent's lease URL, as published
 	local http.Handler

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestSystemdUnit checks jobs/rondo-agent.service with `systemd-analyze
+// TestSystemdUnit checks jobs/deploy/rondo-agent.service with `systemd-analyze
 // verify`, its ExecStart binary replaced by a real executable (this test's
 // own binary: verify checks that it exists and is executable, not what it
 // does). Any finding fails, warnings included (verify exits 0 on an unknown
@@ -23,7 +23,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 		t.Skip("systemd-analyze is missing (scripts/deps.sh prints how to install it)")
 	}
-	unit, err := os.ReadFile("../../jobs/rondo-agent.service")
+	unit, err := os.ReadFile("../../jobs/deploy/rondo-agent.service")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 # A team's training job as it runs under a Rondo deployed with
-# jobs/rondo-agent.nomad.hcl: it opts in with rondo.* meta, names no node
+# jobs/deploy/rondo-agent.nomad.hcl: it opts in with rondo.* meta, names no node
 # pool (it waits until Rondo admits it) and finds the lease API through
 # Nomad's service discovery (the agents' "rondo-lease" service) with a
 # template instead of a fixed address. docs/operations.md submits it.
 #
-#   nomad job run -var-file=team-train.vars.hcl jobs/team-train.nomad.hcl
+#   nomad job run -var-file=team-train.vars.hcl jobs/deploy/team-train.nomad.hcl
 
 variable "command" {
   type        = string

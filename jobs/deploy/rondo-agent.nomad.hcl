@@ -6,7 +6,7 @@
 #   nomad acl policy apply -namespace default -job rondo-agent \
 #     rondo-allocator jobs/acl/rondo-allocator.policy.hcl
 #   nomad var put -force nomad/jobs/rondo-agent cluster_hcl=@cluster.hcl
-#   nomad job run -var-file=rondo-agent.vars.hcl jobs/rondo-agent.nomad.hcl
+#   nomad job run -var-file=rondo-agent.vars.hcl jobs/deploy/rondo-agent.nomad.hcl
 #
 # Its Nomad token is the task's workload identity (identity { env = true }):
 # the policy applied with -job is attached to it, so no secret is handed out.
@@ -134,7 +134,7 @@ job "rondo-agent" {
     }
 
     # The lease API, found by training jobs with a template
-    # ({{ range nomadService "rondo-lease" }}, jobs/team-train.nomad.hcl).
+    # ({{ range nomadService "rondo-lease" }}, jobs/deploy/team-train.nomad.hcl).
     # Nomad's own service discovery lists failing instances too, so a
     # standby forwards lease calls to the leader; the check shows which
     # instance leads (503 on a standby) and is left out of deployments.
