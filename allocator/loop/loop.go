@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
+	"github.com/rondo-sched/rondo/internal/crashpoint"
 )
 
 // Backend is where plans take effect.
@@ -88,6 +89,8 @@ func (r Round) Step(ctx context.Context) (*engine.Snapshot, *engine.Plan, error)
 	if s == nil {
 		return nil, nil, nil
 	}
+	// The chaos soak's kill points (no-ops unless RONDO_CRASH_AT names one).
+	crashpoint.Hit(crashpoint.Observe)
 	if r.Recorder != nil {
 		if err := r.Recorder.Observed(ctx, s); err != nil {
 			return s, nil, err
@@ -100,12 +103,15 @@ func (r Round) Step(ctx context.Context) (*engine.Snapshot, *engine.Plan, error)
 	if r.Explain {
 		engine.ExplainQuotas(s, p, QuotasOf(r.Decider))
 	}
+	crashpoint.Hit(crashpoint.Decide)
 	if r.Recorder != nil {
 		if err := r.Recorder.Decided(ctx, s, p); err != nil {
 			return s, p, err
 		}
 	}
+	crashpoint.Hit(crashpoint.Record)
 	err = r.Backend.Enforce(p)
+	crashpoint.Hit(crashpoint.Enforced)
 	if r.Recorder != nil {
 		err = r.Recorder.Enforced(ctx, s, p, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/engine"
 	"github.com/rondo-sched/rondo/hcl"
+	"github.com/rondo-sched/rondo/internal/crashpoint"
 )
 
 const (
@@ -424,6 +425,7 @@ func (b *Backend) scaleZero(id, why string) error {
 	if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.group, &zero, why, false, nil, b.wopts(id)); err != nil {
 		return fmt.Errorf("nomad: scale %s to 0 (%s): %w", id, why, err)
 	}
+	crashpoint.Hit(crashpoint.Enforce)
 	if st.psGroup != "" {
 		if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.psGroup, &zero, why, false, nil, b.wopts(id)); err != nil {
 			return fmt.Errorf("nomad: scale %s group %s to 0 (%s): %w", id, st.psGroup, why, err)
@@ -464,6 +466,7 @@ func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) erro
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
+	crashpoint.Hit(crashpoint.Enforce)
 	if st.psGroup != "" {
 		b.setRoles(id, groupCount(job, st.group), groupCount(job, st.psGroup))
 	}
@@ -640,6 +643,7 @@ func (b *Backend) scaleTo(id string, workers int, event string) error {
 	if _, _, err := b.cfg.Client.Jobs().Scale(b.rawID(id), st.group, &workers, "rondo: "+event, false, nil, b.wopts(id)); err != nil {
 		return fmt.Errorf("nomad: scale %s to %d (%s): %w", id, workers, event, err)
 	}
+	crashpoint.Hit(crashpoint.Enforce)
 	b.log.Info(event, "job", id, "workers", workers, "was", b.workers(id, len(st.gpus)))
 	b.event(id, event)
 	return nil
@@ -724,6 +728,7 @@ func (b *Backend) startElastic(as []elasticStart) []error {
 			errs = append(errs, fmt.Errorf("nomad: %s %s: %w", event, id, err))
 			continue
 		}
+		crashpoint.Hit(crashpoint.Enforce)
 		workers := b.workers(id, len(a.GPUs))
 		kv := []any{"job", id, "type", a.Type, "workers", workers, "was", b.workers(id, len(st.gpus)), "nodes", b.nodeNames(a.Servers)}
 		if ps >= 0 {
