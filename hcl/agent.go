@@ -60,12 +60,18 @@ func (t TLS) Enabled() bool { return t.CertFile != "" }
 // lets several agents run with one acting (a Nomad variable lock):
 //
 //	high_availability {
-//	  lock_path = "rondo/state-leader"   # default <state path>-leader
-//	  lock_ttl  = "15s"                  # 10s to 24h
+//	  lock_path  = "rondo/state-leader"   # default <state path>-leader
+//	  lock_ttl   = "15s"                  # 10s to 24h
+//	  lease_file = "/var/lib/rondo/leader-lease"
 //	}
+//
+// lease_file keeps the lock's lease ID on this host, so that the agent
+// restarted after a crash takes its lease back at once rather than after
+// Nomad expires it (state.LeaseFile).
 type HighAvailability struct {
-	LockPath string
-	LockTTL  time.Duration // zero when unset
+	LockPath  string
+	LockTTL   time.Duration // zero when unset
+	LeaseFile string        // "" when unset
 	// Range is the block's header (zero when there is no block).
 	Range hcl.Range
 }
@@ -165,7 +171,7 @@ func decodeTLS(b *hcl.Block, t *TLS) hcl.Diagnostics {
 func decodeHA(b *hcl.Block, h *HighAvailability) hcl.Diagnostics {
 	h.Range = b.DefRange
 	content, diags := b.Body.Content(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "lock_path"}, {Name: "lock_ttl"}}})
+		{Name: "lock_path"}, {Name: "lock_ttl"}, {Name: "lease_file"}}})
 	if a, ok := content.Attributes["lock_path"]; ok {
 		v, d := stringAttr(a)
 		diags = append(diags, d...)
@@ -183,6 +189,15 @@ func decodeHA(b *hcl.Block, h *HighAvailability) hcl.Diagnostics {
 				fmt.Sprintf("lock_ttl = %s: Nomad's variable locks take 10s to 24h", d)))
 		}
 		h.LockTTL = d
+	}
+	if a, ok := content.Attributes["lease_file"]; ok {
+		v, d := stringAttr(a)
+		diags = append(diags, d...)
+		if !d.HasErrors() {
+			v, d = fileAttr(a, strings.TrimSpace(v))
+			diags = append(diags, d...)
+		}
+		h.LeaseFile = v
 	}
 	return diags
 }

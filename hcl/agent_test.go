@@ -34,6 +34,7 @@ tls {
 high_availability {
   lock_path = "rondo/leader"
   lock_ttl = "30s"
+  lease_file = "run/leader-lease"
 }
 `)})
 	if diags.HasErrors() {
@@ -55,7 +56,7 @@ high_availability {
 	if !cfg.TLS.Enabled() || cfg.TLS.KeyFile != "/etc/rondo/agent-key.pem" {
 		t.Errorf("tls = %+v", cfg.TLS)
 	}
-	if cfg.HA.LockPath != "rondo/leader" || cfg.HA.LockTTL != 30*time.Second {
+	if cfg.HA.LockPath != "rondo/leader" || cfg.HA.LockTTL != 30*time.Second || cfg.HA.LeaseFile != filepath.FromSlash("/etc/rondo/run/leader-lease") {
 		t.Errorf("ha = %+v", cfg.HA)
 	}
 }
@@ -82,6 +83,7 @@ func TestAgentBlockErrors(t *testing.T) {
 		{"tls {\n  cert_file = \"a.pem\"\n}\n", `a.hcl:1:1: Incomplete tls block`},
 		{"tls {\n  cert_file = \"a.pem\"\n  key_file = \"k.pem\"\n  verify_https_client = true\n}\n", `a.hcl:4:25: Invalid verify_https_client`},
 		{"high_availability {\n  lock_ttl = \"5s\"\n}\n", `a.hcl:2:14: Invalid lock_ttl`},
+		{"high_availability {\n  lease_file = \" \"\n}\n", `a.hcl:2:16: Invalid lease_file`},
 		{"nomad {\n  cert_file = \"c.pem\"\n}\n", `a.hcl:1:1: Incomplete client certificate`},
 		{"nomad {\n  address = \"nomad:4646\"\n}\n", `a.hcl:2:13: Invalid address`},
 		{"nomad {}\nnomad {}\n", `a.hcl:2:1: Duplicate nomad block`},

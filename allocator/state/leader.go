@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ type LeaderOptions struct {
 	// OnRetry, if set, is called when Nomad could not be asked (unreachable,
 	// restarting, no leader): the call is retried, not given up.
 	OnRetry func(err error)
+	// Lease, if set, keeps the lease's ID on this host (OpenLeaseFile): a
+	// restarted agent renews the lease its dead predecessor held instead
+	// of waiting for it to expire. OnResume, if set, is told when it did.
+	Lease    *LeaseFile
+	OnResume func()
 }
 
 // Transient reports whether a Nomad API error may pass by itself: the
@@ -92,15 +98,15 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 	if o.RetryInterval == 0 {
 		o.RetryInterval = o.TTL / 2
 	}
-	locks, err := c.Locks(api.WriteOptions{Namespace: o.Namespace},
-		api.Variable{Namespace: o.Namespace, Path: o.Path, Lock: &api.VariableLock{TTL: o.TTL.String()}},
-		api.LocksOptionWithMaxRetries(3))
-	if err != nil {
-		return fmt.Errorf("state: leader lock: %w", err)
+	wo := api.WriteOptions{Namespace: o.Namespace}
+	id := ""
+	if o.Lease != nil {
+		id = resumeLease(ctx, c, wo, o)
 	}
-	for {
-		_, err := locks.Acquire(ctx)
+	for id == "" {
+		got, err := acquireLock(c, wo, o)
 		if err == nil {
+			id = got
 			break
 		}
 		switch {
@@ -121,11 +127,26 @@ func RunAsLeader(ctx context.Context, c *api.Client, o LeaderOptions, fn func(ct
 		case <-time.After(o.RetryInterval):
 		}
 	}
+	if o.Lease != nil {
+		if err := o.Lease.save(o.Namespace, o.Path, id); err != nil && o.OnRetry != nil {
+			// Not fatal: a restart then waits for the lease to expire.
+			o.OnRetry(fmt.Errorf("state: lease_file %s: %w", o.Lease.Path(), err))
+		}
+	}
+	// The handle renews and releases the lease by its ID.
+	locks, err := c.Locks(wo, api.Variable{Namespace: o.Namespace, Path: o.Path,
+		Lock: &api.VariableLock{ID: id, TTL: o.TTL.String()}}, api.LocksOptionWithMaxRetries(3))
+	if err != nil {
+		return fmt.Errorf("state: leader lock: %w", err)
+	}
 	defer func() {
 		// Release with a context of its own: ctx may be the reason we stop.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = locks.Release(rctx) // after a lost lease this conflicts; nothing to do
+		if o.Lease != nil {
+			_ = o.Lease.clear()
+		}
 	}()
 
 	fctx, cancel := context.WithCancel(ctx)
@@ -240,4 +261,57 @@ func ReadLeader(ctx context.Context, c *api.Client, o LeaderOptions) (info Leade
 	info.StatusAddr, info.LeaseAddr = v.Items["status_addr"], v.Items["lease_addr"]
 	info.Since, _ = time.Parse(time.RFC3339Nano, v.Items["since"])
 	return info, info.StatusAddr != "", nil
+}
+
+// acquireLock asks for the lock once: the lease's ID, or an error wrapping
+// api.ErrLockConflict while another holds it. (api.Locks keeps the ID to
+// itself; a LeaseFile needs it.)
+func acquireLock(c *api.Client, wo api.WriteOptions, o LeaderOptions) (string, error) {
+	out, _, err := c.Variables().AcquireLock(&api.Variable{Namespace: o.Namespace, Path: o.Path,
+		Lock: &api.VariableLock{TTL: o.TTL.String()}}, &wo)
+	if err != nil {
+		var ue api.UnexpectedResponseError
+		if errors.As(err, &ue) && ue.HasStatusCode() && ue.StatusCode() == http.StatusConflict {
+			return "", fmt.Errorf("acquire conflict %w", api.ErrLockConflict)
+		}
+		return "", err
+	}
+	if out == nil || out.Lock == nil || out.Lock.ID == "" {
+		return "", fmt.Errorf("state: Nomad granted the lock %s without a lock ID", o.Path)
+	}
+	return out.Lock.ID, nil
+}
+
+// resumeLease renews the lease o.Lease keeps, if any: its ID when Nomad
+// still holds it for us (the previous agent on this host died within twice
+// the TTL), else "" and the file forgets it. Nomad unreachable is retried
+// for one TTL, after which the lease may be gone anyway.
+func resumeLease(ctx context.Context, c *api.Client, wo api.WriteOptions, o LeaderOptions) string {
+	id := o.Lease.id(o.Namespace, o.Path)
+	if id == "" {
+		return ""
+	}
+	deadline := time.Now().Add(o.TTL)
+	for {
+		_, _, err := c.Variables().RenewLock(&api.Variable{Namespace: o.Namespace, Path: o.Path,
+			Lock: &api.VariableLock{ID: id}}, &wo)
+		if err == nil {
+			if o.OnResume != nil {
+				o.OnResume()
+			}
+			return id
+		}
+		if !Transient(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			_ = o.Lease.clear() // expired or taken: acquire afresh
+			return ""
+		}
+		if o.OnRetry != nil {
+			o.OnRetry(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -59,6 +59,7 @@ type agentCmd struct {
 	durable    bool
 	statePath  string
 	leaderTTL  time.Duration
+	leaseFile  string // high_availability { lease_file }
 	advertise  string
 	statusAuth bool
 	dryRun     bool
@@ -316,6 +317,7 @@ func (c *agentCmd) Run(args []string) int {
 		return c.fail(err)
 	}
 	lopts := c.leaderOptions(set, s.cfg.HA, nc.Namespace)
+	c.leaseFile = s.cfg.HA.LeaseFile
 	client, err := api.NewClient(nc)
 	if err != nil {
 		return c.fail(err)
@@ -584,6 +586,18 @@ func (c *agentCmd) runLeader(ctx context.Context, nc *api.Config, opts state.Lea
 		return err
 	}
 	ag.SetLeader(false, "")
+	if c.leaseFile != "" {
+		// high_availability { lease_file }: the lease ID kept on this host
+		// (locked while this agent runs), so that a restart after a crash
+		// renews the dead agent's lease instead of waiting it out.
+		lf, err := state.OpenLeaseFile(c.leaseFile)
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		opts.Lease = lf
+		opts.OnResume = func() { log.Info("leader lease resumed from the lease file", "file", lf.Path(), "lock", opts.Path) }
+	}
 	opts.OnRetry = func(err error) { log.Warn("Nomad unreachable; retrying the leader lock", "error", err) }
 	opts.OnWait = func() {
 		log.Info("waiting for the leader lock (another agent is running)")

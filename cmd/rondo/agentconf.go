@@ -100,7 +100,7 @@ func needRestart(old, cur *rhcl.Config) []string {
 	add(oa.LogLevel != na.LogLevel || oa.LogJSON != na.LogJSON, "agent.log_level/log_json")
 	ot, nt := old.TLS, cur.TLS
 	add(ot.CertFile != nt.CertFile || ot.KeyFile != nt.KeyFile || ot.CAFile != nt.CAFile || ot.VerifyHTTPSClient != nt.VerifyHTTPSClient, "tls")
-	add(old.HA.LockPath != cur.HA.LockPath || old.HA.LockTTL != cur.HA.LockTTL, "high_availability")
+	add(old.HA.LockPath != cur.HA.LockPath || old.HA.LockTTL != cur.HA.LockTTL || old.HA.LeaseFile != cur.HA.LeaseFile, "high_availability")
 	on, nn := old.Nomad, cur.Nomad
 	on.Range, nn.Range = hcl.Range{}, hcl.Range{}
 	add(fmt.Sprint(on) != fmt.Sprint(nn), "nomad")
