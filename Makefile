@@ -7,7 +7,7 @@ GOFILES  = $(shell git ls-files '*.go' 2>/dev/null)
 VERSION ?= $(shell git describe --always --dirty --tags 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/rondo-sched/rondo/internal/version.Version=$(VERSION)
 
-.PHONY: all deps build client run test test-long vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
+.PHONY: all deps build client run test test-long chaos vet fmt-check bench bench-nomad nomad gpu-check clean dl2-model dl2-experiments preemption-experiments screenshots
 
 all: build
 
@@ -50,6 +50,15 @@ test: deps fmt-check vet nomad
 test-long: deps nomad
 	RONDO_LONG=1 NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -timeout 120m -v -run '^TestLong' ./allocator/... ./e2e/
 	RONDO_DL2_STATES=1000000 $(GO) test -count=1 -timeout 60m -v -run '^TestPolicyNeverOvercommits$$' ./policies/dl2/
+
+# The chaos soak (#18, docs/chaos.md): 20 jobs on a local Nomad cluster,
+# 100 kill -9 of the agent at every phase of the round, 10 Nomad server
+# restarts, 10 client losses; asserts no job lost, none run twice, nothing
+# going backwards, every job finished. The kill log and every agent's log
+# go to bin/chaos/. About 30 minutes; `make test` runs a short version
+# (3 kills, one server restart, one client loss).
+chaos: deps nomad
+	RONDO_CHAOS=1 RONDO_CHAOS_OUT=$(BIN)/chaos NOMAD_BIN=$(BIN)/nomad $(GO) test -count=1 -timeout 90m -v -run '^TestChaosOnNomad$$' ./e2e/
 
 # DL2: the shipped model (policies/dl2/default-model.json.gz) and the
 # experiments of docs/dl2.md (docs/dl2/).

@@ -174,6 +174,12 @@ func (s *stack) startAgent(round string, extra ...string) *agentProc {
 // ack timeout, debug logs, a 10 s leader lock); it is stopped at cleanup.
 func (s *stack) runAgent(args ...string) *agentProc {
 	s.t.Helper()
+	return s.runAgentEnv(nil, args...)
+}
+
+// runAgentEnv is runAgent with extra environment variables (KEY=VALUE).
+func (s *stack) runAgentEnv(env []string, args ...string) *agentProc {
+	s.t.Helper()
 	ports, err := cluster.FreePorts(1)
 	if err != nil {
 		s.t.Fatal(err)
@@ -186,7 +192,7 @@ func (s *stack) runAgent(args ...string) *agentProc {
 	}
 	a.cmd = exec.Command(filepath.Join(s.bin, "rondo"), append([]string{"agent", "-config", s.cfgPath,
 		"-address", s.c.Address, "-bind-addr", a.addr, "-ack-timeout", "15s", "-log-level", "debug", "-leader-ttl", "10s"}, args...)...)
-	a.cmd.Env = append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token)
+	a.cmd.Env = append(append(cluster.WithoutEnv(os.Environ(), "NOMAD_TOKEN"), "NOMAD_TOKEN="+s.token), env...)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
 		s.t.Fatal(err)

@@ -328,6 +328,43 @@ func (c *Cluster) KillClient(name string) error {
 	return fmt.Errorf("no client %q", name)
 }
 
+// RestartClient starts a client killed by KillClient again on its data
+// directory (the machine back after a loss): it returns once Nomad lists
+// the node ready with all its GPUs.
+func (c *Cluster) RestartClient(name string, timeout time.Duration) error {
+	for i, p := range c.Clients {
+		if p.Name != name {
+			continue
+		}
+		np, err := p.Restart()
+		if err != nil {
+			return err
+		}
+		c.Clients[i] = np
+		return WaitFor(timeout, "client "+name+" ready again", func() (bool, error) {
+			if !np.Alive() {
+				return false, fmt.Errorf("nomad client %s exited:\n%s", name, Tail(np.Logs(), 3000))
+			}
+			nodes, _, err := c.API.Nodes().List(nil)
+			if err != nil {
+				return false, nil
+			}
+			for _, n := range nodes {
+				if n.Name != name || n.Status != "ready" {
+					continue
+				}
+				full, _, err := c.API.Nodes().Info(n.ID, nil)
+				if err != nil {
+					return false, nil
+				}
+				return countGPUs(full) == c.spec(name).devices(), nil
+			}
+			return false, nil
+		})
+	}
+	return fmt.Errorf("no client %q", name)
+}
+
 // RestartServer stops the server (SIGINT, as an operator's restart) and
 // starts it again on the same ports and data directory; it returns once the
 // server answers with a leader.

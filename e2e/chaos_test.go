@@ -1,0 +1,566 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rondo-sched/rondo/allocator/state"
+	"github.com/rondo-sched/rondo/e2e/cluster"
+	"github.com/rondo-sched/rondo/internal/crashpoint"
+)
+
+// chaosConfig: one engine under LAS over every GPU (jobs rotate every
+// round, so enforcement writes every round), short rounds, the lease ID
+// kept on this host so that a restarted agent resumes its own lease.
+const chaosConfig = `agent {
+  round = "3s"
+}
+high_availability {
+  lease_file = %q
+}
+tasks {
+  checkpoint_root = %q
+  lease_address   = %q
+}
+vc "research" {
+  policy = "max_min_fairness_perf"
+}
+`
+
+// chaosPlan is the soak's size: make test's short version by default,
+// the full soak (make chaos) with RONDO_CHAOS set.
+type chaosPlan struct {
+	jobs, kills, serverRestarts, clientLosses int
+	// coldEvery: every coldEvery-th agent restart goes without the lease
+	// file (a standby on another host): it waits for Nomad to expire the
+	// dead agent's lease. 0: never.
+	coldEvery int
+	// steps per job: ResNet-18 (batch size 64) at 24.1 steps/s on a V100.
+	steps  int
+	finish time.Duration // for every job to finish after the chaos
+	seed   int64
+}
+
+func chaosPlanFromEnv(t *testing.T) chaosPlan {
+	p := chaosPlan{jobs: 20, kills: 3, serverRestarts: 1, clientLosses: 1, steps: 480, finish: 5 * time.Minute, seed: 1}
+	if os.Getenv("RONDO_CHAOS") != "" {
+		// ~25 min of chaos on 6 GPUs: 20 jobs of ~5 GPU-minutes each
+		// outlast it, so every event hits running jobs.
+		p = chaosPlan{jobs: 20, kills: 100, serverRestarts: 10, clientLosses: 10, coldEvery: 10, steps: 7200, finish: 30 * time.Minute, seed: 1}
+	}
+	for env, dst := range map[string]*int{"RONDO_CHAOS_KILLS": &p.kills, "RONDO_CHAOS_SERVER_RESTARTS": &p.serverRestarts,
+		"RONDO_CHAOS_CLIENT_LOSSES": &p.clientLosses, "RONDO_CHAOS_STEPS": &p.steps} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				t.Fatalf("%s=%q: want a count", env, v)
+			}
+			*dst = n
+		}
+	}
+	if v := os.Getenv("RONDO_CHAOS_SEED"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("RONDO_CHAOS_SEED=%q", v)
+		}
+		p.seed = n
+	}
+	return p
+}
+
+// chaosKill is one kill -9 of the agent: at a crash point (the agent
+// kills itself there, RONDO_CRASH_AT) or at a random moment of a round
+// (point "timer": the test sends SIGKILL).
+type chaosKill struct {
+	point string
+	n     int64 // the point's n-th hit in that agent's life
+	cold  bool  // restarted without the lease file
+}
+
+func (k chaosKill) env() []string {
+	if k.point == "timer" {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s=%s:%d", crashpoint.Env, k.point, k.n)}
+}
+
+// chaosKills draws the kills: each crash point and the timer equally
+// often (in shuffled cycles), n the first or second round of the agent's
+// life (the enforce point: one of its first six writes to Nomad). The
+// short version kills on the timer, at record and mid-enforcement.
+func chaosKills(p chaosPlan, rng *rand.Rand) []chaosKill {
+	if p.kills == 3 && p.coldEvery == 0 {
+		return []chaosKill{{point: "timer"}, {point: crashpoint.Record, n: 1}, {point: crashpoint.Enforce, n: 2}}
+	}
+	kinds := append(append([]string{}, crashpoint.Points...), "timer")
+	var out []chaosKill
+	for len(out) < p.kills {
+		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		for _, k := range kinds {
+			if len(out) == p.kills {
+				break
+			}
+			ck := chaosKill{point: k, n: 1 + rng.Int63n(2)}
+			if k == crashpoint.Enforce {
+				ck.n = 1 + rng.Int63n(6)
+			}
+			ck.cold = p.coldEvery > 0 && (len(out)+1)%p.coldEvery == 0
+			out = append(out, ck)
+		}
+	}
+	// The first agent starts the jobs: it is killed on the timer once
+	// every GPU is busy (a crash point could end it before any start).
+	if len(out) > 0 {
+		out[0] = chaosKill{point: "timer"}
+	}
+	return out
+}
+
+// chaosWatch samples the cluster while the chaos runs and keeps every
+// violation: two live allocations of one job, a checkpoint (progress)
+// going backwards, the durable state's round or a job's received time
+// going backwards, a job's durable reported progress below a checkpoint
+// it had already written.
+type chaosWatch struct {
+	mu         sync.Mutex
+	violations []string
+	samples    int
+	ckpt       map[string]float64
+	received   map[string]map[string]float64
+	round      int64
+}
+
+func (w *chaosWatch) fail(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.violations) < 50 {
+		w.violations = append(w.violations, time.Now().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *chaosWatch) sample(s *stack, store *state.Store, ids []string) {
+	c := s.c.API
+	allocs, _, err := c.Allocations().List(nil)
+	if err == nil {
+		running := map[string][]string{}
+		for _, a := range allocs {
+			if a.DesiredStatus == "run" && a.ClientStatus == "running" {
+				running[a.JobID] = append(running[a.JobID], a.ID[:8]+"@"+a.NodeName)
+			}
+		}
+		for id, l := range running {
+			if len(l) > 1 {
+				w.fail("job %s has %d live allocations: %v", id, len(l), l)
+			}
+		}
+	}
+	ck := map[string]float64{}
+	for _, id := range ids {
+		ck[id] = s.checkpointSteps(id)
+		if prev := w.ckpt[id]; ck[id] < prev {
+			w.fail("job %s checkpoint went backwards: %.0f -> %.0f steps", id, prev, ck[id])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := store.Load(ctx)
+	if err == nil {
+		if st.Round < w.round {
+			w.fail("state round went backwards: %d -> %d", w.round, st.Round)
+		}
+		w.round = max(w.round, st.Round)
+		for id, byType := range st.Received {
+			for typ, v := range byType {
+				if prev := w.received[id][typ]; v < prev-1e-6 {
+					w.fail("job %s received time on %s went backwards: %.2f -> %.2f s", id, typ, prev, v)
+				}
+				if w.received[id] == nil {
+					w.received[id] = map[string]float64{}
+				}
+				w.received[id][typ] = max(w.received[id][typ], v)
+			}
+		}
+		for id, v := range st.Progress {
+			// What the job had checkpointed before this sample is done
+			// for good; its durable progress may trail a report (the
+			// trainer reports every second) but never that.
+			if prev, ok := w.ckpt[id]; ok && v < prev-1e-6 && v > 0 {
+				w.fail("job %s durable progress %.0f below its earlier checkpoint %.0f", id, v, prev)
+			}
+		}
+	}
+	for id, v := range ck {
+		w.ckpt[id] = max(w.ckpt[id], v)
+	}
+	w.samples++
+}
+
+var chaosRoundLine = regexp.MustCompile(`round: round=(\d+)`)
+
+// lastRound is the number of the last round an agent's log reports done.
+func lastRound(logs string) int {
+	m := chaosRoundLine.FindAllStringSubmatch(logs, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[len(m)-1][1])
+	return n
+}
+
+// TestChaosOnNomad is the chaos soak of #18 (docs/chaos.md): 20 jobs on
+// three clients of two V100s, 3 s rounds, the agent under its leader lock
+// with a lease file. The agent is killed with SIGKILL again and again, at
+// each phase of the round (crash points: observe, decide, record, after a
+// write of the enforcement, enforced) and at random moments (the timer),
+// and restarted at once (it resumes its lease), or every coldEvery-th
+// time without its lease file (it waits for Nomad to expire the dead
+// agent's lease); the Nomad server is restarted and clients are lost (the
+// machine killed with its tasks, back once Nomad marks it down). A
+// watcher samples the cluster throughout. Asserted: zero jobs lost (every
+// job finishes, no allocation failed), zero double runs (never two live
+// allocations of a job, and no two allocations' task runs overlap, a lost
+// client's ending at its loss), no checkpoint, durable round or received
+// time going backwards, every crash point killed where it was asked to,
+// every warm restart resumed its lease. Each kill is logged (point, round,
+// downtime) to $RONDO_CHAOS_OUT/kills.log with every agent's log beside it
+// when RONDO_CHAOS_OUT is set. make test runs the short version (3 kills,
+// one server restart, one client loss); make chaos the full soak.
+func TestChaosOnNomad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: skipped with -short")
+	}
+	p := chaosPlanFromEnv(t)
+	rng := rand.New(rand.NewSource(p.seed))
+	clients := []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 2), cluster.UniformClient("v100-b", "v100", 2),
+		cluster.UniformClient("v100-c", "v100", 2)}
+	s := startStackOpts(t, clients, "", func(o *cluster.Options) {
+		// A lost client is marked down 5-8 s after its last heartbeat;
+		// the failover TTL keeps clients up across a server restart.
+		o.ServerHCL = `  min_heartbeat_ttl = "3s"
+  heartbeat_grace = "5s"
+  failover_heartbeat_ttl = "60s"`
+	})
+	leaseFile := filepath.Join(t.TempDir(), "run", "leader-lease")
+	if err := os.WriteFile(s.cfgPath, []byte(fmt.Sprintf(chaosConfig, leaseFile, s.ckpt, "http://"+s.leaseAddr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := os.Getenv("RONDO_CHAOS_OUT")
+	if out != "" {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.c.API
+	var ids []string
+	for i := 0; i < p.jobs; i++ {
+		id := fmt.Sprintf("c%02d", i)
+		ids = append(ids, id)
+		s.submitSpec(id, s.bareJobHCL(id, "ResNet-18 (batch size 64)", p.steps))
+	}
+	kills := chaosKills(p, rng)
+	t.Logf("chaos: %d jobs of %d steps, %d kills, %d server restarts, %d client losses, seed %d",
+		p.jobs, p.steps, len(kills), p.serverRestarts, p.clientLosses, p.seed)
+
+	w := &chaosWatch{ckpt: map[string]float64{}, received: map[string]map[string]float64{}}
+	store := state.NewStore(c, state.Options{})
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			w.sample(s, store, ids)
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopWatch:
+		default:
+			close(stopWatch)
+		}
+		<-watched
+	}()
+
+	var killLog []string
+	logKill := func(format string, args ...any) {
+		line := time.Now().Format("15:04:05.000 ") + fmt.Sprintf(format, args...)
+		killLog = append(killLog, line)
+		t.Log(line)
+	}
+	var agentLogs []string // every incarnation's log file
+	start := func(k *chaosKill) *agentProc {
+		var env []string
+		if k != nil {
+			env = k.env()
+		}
+		a := s.runAgentEnv(env, "-lease-addr", s.leaseAddr)
+		agentLogs = append(agentLogs, a.log)
+		return a
+	}
+	finished := func() bool {
+		for _, id := range ids {
+			if s.checkpointSteps(id) < float64(p.steps) {
+				return false
+			}
+		}
+		return true
+	}
+	// lostAt: per client, when it was killed (for the allocation spans).
+	lostAt := map[string][]time.Time{}
+	eventsWhileActive := 0
+	// The other events, spread evenly over the kills: a server restart a
+	// third of the way through each stretch, a client loss two thirds.
+	serverAfter, clientAfter := map[int]bool{}, map[int]bool{}
+	for i := 0; i < p.serverRestarts; i++ {
+		span := max(len(kills)/p.serverRestarts, 1)
+		serverAfter[min(i*span+span/3, len(kills)-1)] = true
+	}
+	for i := 0; i < p.clientLosses; i++ {
+		span := max(len(kills)/p.clientLosses, 1)
+		clientAfter[min(i*span+2*span/3, len(kills)-1)] = true
+	}
+
+	a := start(&kills[0])
+	s.waitFor(120*time.Second, "every GPU running a job", func() (bool, error) {
+		n := 0
+		for _, id := range ids {
+			if l := liveAllocs(c, id); len(l) == 1 && l[0].ClientStatus == "running" {
+				n++
+			}
+		}
+		return n == 6, nil
+	})
+	for i, k := range kills {
+		active := !finished()
+		began := time.Now()
+		prevRound := lastRound(a.logs())
+		what := k.point
+		if k.point == "timer" {
+			// A random moment of a round: wait for this agent's next
+			// round to be done, then up to one round length more.
+			s.waitFor(90*time.Second, "a round of the agent", func() (bool, error) {
+				select {
+				case <-a.done:
+					return false, fmt.Errorf("agent exited by itself:\n%s", tail(a.logs(), 3000))
+				default:
+				}
+				return lastRound(a.logs()) > prevRound, nil
+			})
+			time.Sleep(time.Duration(rng.Int63n(int64(3 * time.Second))))
+			a.kill9()
+		} else {
+			what = fmt.Sprintf("%s:%d", k.point, k.n)
+			select {
+			case <-a.done:
+			case <-time.After(90 * time.Second):
+				// The point was not reached (no writes left to make,
+				// say): a timer kill instead, logged as such.
+				a.kill9()
+				what += " (not reached in 90 s; killed by the timer)"
+			}
+			logs := a.logs()
+			if !strings.Contains(what, "not reached") && !strings.Contains(logs, "crashpoint: SIGKILL at "+fmt.Sprintf("%s:%d", k.point, k.n)) {
+				t.Errorf("kill %d: the agent exited without its crash point %s:%d:\n%s", i+1, k.point, k.n, tail(logs, 3000))
+			}
+		}
+		logs := a.logs()
+		lines := strings.Split(strings.TrimSpace(logs), "\n")
+		last := lines[len(lines)-1]
+		if len(last) > 160 {
+			last = last[:160]
+		}
+		if active {
+			eventsWhileActive++
+		}
+		if k.cold {
+			os.Remove(leaseFile)
+		}
+		var next *chaosKill
+		if i+1 < len(kills) {
+			next = &kills[i+1]
+		}
+		restarted := time.Now()
+		a = start(next)
+		// The new agent's first round: the downtime of this kill.
+		s.waitFor(120*time.Second, "the restarted agent's first round", func() (bool, error) {
+			select {
+			case <-a.done:
+				if next != nil && strings.Contains(a.logs(), "crashpoint: SIGKILL") {
+					return true, nil // its own crash point came first
+				}
+				return false, fmt.Errorf("agent exited by itself:\n%s", tail(a.logs(), 3000))
+			default:
+			}
+			return lastRound(a.logs()) > 0 || strings.Contains(a.logs(), "crashpoint: SIGKILL"), nil
+		})
+		resumed := strings.Contains(a.logs(), "leader lease resumed")
+		if !k.cold && !resumed {
+			t.Errorf("kill %d: the warm restart did not resume its lease:\n%s", i+1, tail(a.logs(), 2000))
+		}
+		logKill("kill %3d at %-40s cold=%-5v round=%d active=%v waited=%.1fs down=%.1fs last=%q", i+1, what, k.cold, lastRound(logs),
+			active, restarted.Sub(began).Seconds(), time.Since(restarted).Seconds(), last)
+
+		if serverAfter[i] {
+			active := !finished()
+			t0 := time.Now()
+			if err := s.c.RestartServer(60 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if active {
+				eventsWhileActive++
+			}
+			logKill("server restart after kill %d: %.1fs active=%v", i+1, time.Since(t0).Seconds(), active)
+		}
+		if clientAfter[i] {
+			active := !finished()
+			// The client holding the most running jobs.
+			count := map[string]int{}
+			for _, id := range ids {
+				for _, l := range liveAllocs(c, id) {
+					count[l.NodeName]++
+				}
+			}
+			victim := clients[0].Name
+			for _, cs := range clients {
+				if count[cs.Name] > count[victim] {
+					victim = cs.Name
+				}
+			}
+			t0 := time.Now()
+			lostAt[victim] = append(lostAt[victim], t0)
+			if err := s.c.KillClient(victim); err != nil {
+				t.Fatal(err)
+			}
+			s.waitFor(60*time.Second, "Nomad to mark "+victim+" down", func() (bool, error) {
+				nodes, _, err := c.Nodes().List(nil)
+				if err != nil {
+					return false, nil
+				}
+				for _, n := range nodes {
+					if n.Name == victim {
+						return n.Status == "down", nil
+					}
+				}
+				return false, nil
+			})
+			down := time.Since(t0)
+			if err := s.c.RestartClient(victim, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if active {
+				eventsWhileActive++
+			}
+			logKill("client loss after kill %d: %s (%d jobs on it) down after %.1fs, back after %.1fs active=%v",
+				i+1, victim, count[victim], down.Seconds(), time.Since(t0).Seconds(), active)
+		}
+	}
+	chaosEnd := time.Now()
+	s.waitFor(p.finish, "every job finished", func() (bool, error) {
+		select {
+		case <-a.done:
+			return false, fmt.Errorf("the last agent exited:\n%s", tail(a.logs(), 3000))
+		default:
+		}
+		if !finished() {
+			return false, nil
+		}
+		for _, id := range ids { // and Nomad has seen the last task end
+			if job, _, err := c.Jobs().Info(id, nil); err != nil || job.Status == nil || *job.Status != "dead" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	logKill("every job finished %.0fs after the last event; %d of %d events while jobs ran", time.Since(chaosEnd).Seconds(),
+		eventsWhileActive, len(kills)+p.serverRestarts+p.clientLosses)
+	close(stopWatch)
+	<-watched
+
+	// Zero jobs lost: each job's last allocation completed its steps, none
+	// failed; zero double runs: no two task runs of a job overlap.
+	for _, id := range ids {
+		allocs, _, err := c.Jobs().Allocations(id, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type span struct {
+			start, end time.Time
+			alloc      string
+		}
+		var spans []span
+		for _, al := range allocs {
+			if al.ClientStatus == "failed" {
+				t.Errorf("job %s: allocation %s failed", id, al.ID)
+			}
+			ts := al.TaskStates["train"]
+			if ts == nil || ts.StartedAt.IsZero() {
+				continue
+			}
+			end := ts.FinishedAt
+			if end.IsZero() || al.ClientStatus == "lost" {
+				// Killed with its client: it ended at the client's loss
+				// (Nomad never hears of it), the first after its start.
+				for _, at := range lostAt[al.NodeName] {
+					if at.After(ts.StartedAt) && (end.IsZero() || at.Before(end)) {
+						end = at
+						break
+					}
+				}
+			}
+			if end.IsZero() {
+				end = time.Now()
+			}
+			spans = append(spans, span{ts.StartedAt, end, al.ID[:8] + "@" + al.NodeName})
+		}
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+		for i := 1; i < len(spans); i++ {
+			if spans[i].start.Before(spans[i-1].end) {
+				t.Errorf("job %s ran twice at once: %s %s-%s and %s %s-%s", id, spans[i-1].alloc,
+					spans[i-1].start.Format("15:04:05.000"), spans[i-1].end.Format("15:04:05.000"),
+					spans[i].alloc, spans[i].start.Format("15:04:05.000"), spans[i].end.Format("15:04:05.000"))
+			}
+		}
+		job, _, err := c.Jobs().Info(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.Status != nil && *job.Status != "dead" {
+			t.Errorf("job %s is %s after finishing its steps", id, *job.Status)
+		}
+	}
+	w.mu.Lock()
+	for _, v := range w.violations {
+		t.Error(v)
+	}
+	t.Logf("watcher: %d samples, %d violations", w.samples, len(w.violations))
+	w.mu.Unlock()
+	if eventsWhileActive < (len(kills)+p.serverRestarts+p.clientLosses)*9/10 {
+		t.Errorf("only %d events while jobs ran: the jobs are too short for the chaos", eventsWhileActive)
+	}
+	if out != "" {
+		head := fmt.Sprintf("# chaos soak: %d jobs x %d steps, %d kills, %d server restarts, %d client losses, seed %d, %s\n",
+			p.jobs, p.steps, len(kills), p.serverRestarts, p.clientLosses, p.seed, time.Now().UTC().Format(time.RFC3339))
+		if err := os.WriteFile(filepath.Join(out, "kills.log"), []byte(head+strings.Join(killLog, "\n")+"\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+		for i, l := range agentLogs {
+			if b, err := os.ReadFile(l); err == nil {
+				os.WriteFile(filepath.Join(out, fmt.Sprintf("agent-%03d.log", i+1)), b, 0o644)
+			}
+		}
+	}
+}
