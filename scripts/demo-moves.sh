@@ -19,7 +19,7 @@ if $gavel; then
   sed -i -E '/^(min_runtime|checkpoint_aware|reserve_after) *=/d' "$jobs/cluster.hcl"
 fi
 log="$jobs/demo.log"
-bin/rondo demo -bin bin -jobs "$jobs" -for "$dur" -addr 127.0.0.1:4790 -lease-addr 127.0.0.1:4791 > "$log" 2>&1
+bin/rondo demo -bin bin -jobs "$jobs" -for "$dur" -bind-addr 127.0.0.1:4790 -lease-addr 127.0.0.1:4791 > "$log" 2>&1
 printf 'rounds=%s' "$(grep -c 'rondo: round: round=' "$log")"
 for k in admit resume migrate suspend preempt; do
   printf ' %s=%s' "$k" "$(grep -c "rondo.nomad: $k:" "$log" || true)"

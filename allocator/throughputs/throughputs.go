@@ -10,12 +10,16 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 //go:embed data/simulation_throughputs.json
@@ -59,15 +63,24 @@ func Default() *Table {
 	return defaultTable
 }
 
-// Load reads a throughput file from disk.
+// Load reads a throughput file from disk (ParseFile).
 func Load(path string) (*Table, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return ParseFile(path, b)
+}
+
+// ParseFile is Parse with the file's name in front of its errors:
+// "fleet.json:12:5: invalid character ...".
+func ParseFile(name string, b []byte) (*Table, error) {
 	t, err := Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		if _, ok := err.(*ParseError); ok {
+			return nil, fmt.Errorf("%s:%w", name, err)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return t, nil
 }
@@ -94,42 +107,260 @@ func ParseKey(s string) (Key, error) {
 	return Key{Model: model[1 : len(model)-1], ScaleFactor: sf}, nil
 }
 
-// Parse decodes the JSON shape described in the package comment.
-func Parse(b []byte) (*Table, error) {
-	var raw map[string]map[string]map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("decoding throughputs: %w", err)
+// ParseError is a fault in a throughput file at a line and column (1-based;
+// the column counts characters), in the value Field names where one is
+// known ("v100 ('A3C', 1) isolated throughput"). Its text is
+// "line:col: [field: ]msg": a caller puts the file name in front.
+type ParseError struct {
+	Line, Column int
+	Field        string
+	Msg          string
+}
+
+func (e *ParseError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg)
 	}
-	t := &Table{types: make(map[string]map[Key]*entry, len(raw))}
-	for typ, jobs := range raw {
-		m := make(map[Key]*entry, len(jobs))
-		for ks, vals := range jobs {
+	return fmt.Sprintf("%d:%d: %s: %s", e.Line, e.Column, e.Field, e.Msg)
+}
+
+// position converts a byte offset in b to a 1-based line and column.
+func position(b []byte, off int64) (line, col int) {
+	off = max(0, min(off, int64(len(b))))
+	head := b[:off]
+	nl := bytes.LastIndexByte(head, '\n')
+	return bytes.Count(head, []byte{'\n'}) + 1, utf8.RuneCount(head[nl+1:]) + 1
+}
+
+// parser walks a throughput file token by token, so that every error
+// knows where in the file it is.
+type parser struct {
+	b   []byte
+	dec *json.Decoder
+}
+
+// next is the offset where the next token starts.
+func (p *parser) next() int64 {
+	off := p.dec.InputOffset()
+	for off < int64(len(p.b)) {
+		switch p.b[off] {
+		case ' ', '\t', '\r', '\n', ':', ',':
+			off++
+			continue
+		}
+		break
+	}
+	return off
+}
+
+func (p *parser) errAt(off int64, field, format string, args ...any) error {
+	line, col := position(p.b, off)
+	return &ParseError{Line: line, Column: col, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// token reads the next token. Parse has checked the syntax already; an
+// error here is at the token's start.
+func (p *parser) token(field string) (json.Token, int64, error) {
+	off := p.next()
+	tok, err := p.dec.Token()
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return nil, off, p.errAt(int64(len(p.b)), field, "unexpected end of file")
+	}
+	if err != nil {
+		return nil, off, p.errAt(off, field, "%s", err.Error())
+	}
+	return tok, off, nil
+}
+
+// checkSyntax reports the file's first syntax error at the offending
+// character. (The decoder's Token reports offsets relative to the value
+// it was reading; Unmarshal's check counts from the file's start.)
+func checkSyntax(b []byte) error {
+	var raw json.RawMessage
+	err := json.Unmarshal(b, &raw)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := position(b, se.Offset-1) // Offset counts the offending byte
+		msg := se.Error()
+		if msg == "unexpected end of JSON input" {
+			line, col = position(b, int64(len(b)))
+			msg = "unexpected end of file"
+		}
+		return &ParseError{Line: line, Column: col, Msg: msg}
+	}
+	return err
+}
+
+// object reads the '{' of an object (what names the value being read).
+func (p *parser) object(what string) error {
+	tok, off, err := p.token(what)
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return p.errAt(off, what, "want an object, got %s", describe(tok))
+	}
+	return nil
+}
+
+// key reads the next key of an object; ok is false at its '}'.
+func (p *parser) key() (k string, off int64, ok bool, err error) {
+	tok, off, err := p.token("")
+	if err != nil {
+		return "", off, false, err
+	}
+	if d, isDelim := tok.(json.Delim); isDelim && d == '}' {
+		return "", off, false, nil
+	}
+	k, _ = tok.(string) // the decoder only returns strings as keys
+	return k, off, true, nil
+}
+
+// number reads a throughput: a finite number, not negative.
+func (p *parser) number(field string) (float64, error) {
+	tok, off, err := p.token(field)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := tok.(json.Number)
+	if !ok {
+		return 0, p.errAt(off, field, "want a number, got %s", describe(tok))
+	}
+	v, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, p.errAt(off, field, "%s is not a finite number", n)
+	}
+	if v < 0 {
+		return 0, p.errAt(off, field, "%s is negative (steps/s: 0 means the job cannot run there)", n)
+	}
+	return v, nil
+}
+
+// pair reads a pair's throughputs: an array of exactly two numbers.
+func (p *parser) pair(field string) ([2]float64, error) {
+	var pv [2]float64
+	tok, off, err := p.token(field)
+	if err != nil {
+		return pv, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return pv, p.errAt(off, field, "want [a, b] (the two jobs' steps/s), got %s", describe(tok))
+	}
+	for i := 0; ; i++ {
+		if !p.dec.More() {
+			if _, _, err := p.token(field); err != nil { // the ']'
+				return pv, err
+			}
+			if i != 2 {
+				return pv, p.errAt(off, field, "want [a, b] (the two jobs' steps/s), got %d value(s)", i)
+			}
+			return pv, nil
+		}
+		if i >= 2 {
+			return pv, p.errAt(p.next(), field, "want [a, b] (the two jobs' steps/s), got more values")
+		}
+		if pv[i], err = p.number(field); err != nil {
+			return pv, err
+		}
+	}
+}
+
+// describe names a token's kind for an error.
+func describe(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '{' {
+			return "an object"
+		}
+		if v == '[' {
+			return "an array"
+		}
+		return fmt.Sprintf("%q", string(v))
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", tok)
+}
+
+// Parse decodes the JSON shape described in the package comment. Its
+// errors are *ParseError: line and column in b, and the value at fault
+// where one is known ("3:21: v100 ('A', 1) isolated throughput: -2 is
+// negative ..."). Throughputs must be finite and not negative; a pair's
+// value is exactly two of them.
+func Parse(b []byte) (*Table, error) {
+	if err := checkSyntax(b); err != nil {
+		return nil, err
+	}
+	p := &parser{b: b, dec: json.NewDecoder(bytes.NewReader(b))}
+	p.dec.UseNumber()
+	if err := p.object("the file"); err != nil {
+		return nil, err
+	}
+	t := &Table{types: make(map[string]map[Key]*entry)}
+	for {
+		typ, _, ok, err := p.key()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if err := p.object(typ); err != nil {
+			return nil, err
+		}
+		m := make(map[Key]*entry)
+		for {
+			ks, koff, ok, err := p.key()
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				break
+			}
 			k, err := ParseKey(ks)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", typ, err)
+				return nil, p.errAt(koff, typ, "%s", err.Error())
 			}
-			e := &entry{pairs: make(map[Key][2]float64, len(vals))}
-			for os, v := range vals {
-				if os == "null" {
-					if err := json.Unmarshal(v, &e.isolated); err != nil {
-						return nil, fmt.Errorf("%s %s: isolated throughput: %w", typ, ks, err)
+			field := typ + " " + ks
+			if err := p.object(field); err != nil {
+				return nil, err
+			}
+			e := &entry{pairs: make(map[Key][2]float64)}
+			for {
+				other, ooff, ok, err := p.key()
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					break
+				}
+				if other == "null" {
+					if e.isolated, err = p.number(field + " isolated throughput"); err != nil {
+						return nil, err
 					}
 					continue
 				}
-				ok, err := ParseKey(os)
+				pk, err := ParseKey(other)
 				if err != nil {
-					return nil, fmt.Errorf("%s %s: %w", typ, ks, err)
+					return nil, p.errAt(ooff, field, "%s", err.Error())
 				}
-				var pv [2]float64
-				if err := json.Unmarshal(v, &pv); err != nil {
-					return nil, fmt.Errorf("%s %s %s: pair throughput: %w", typ, ks, os, err)
+				if e.pairs[pk], err = p.pair(field + " " + other + " pair throughput"); err != nil {
+					return nil, err
 				}
-				e.pairs[ok] = pv
 			}
 			m[k] = e
 		}
 		t.types[typ] = m
+	}
+	rest := bytes.TrimLeft(b[p.dec.InputOffset():], " \t\r\n")
+	if len(rest) > 0 {
+		return nil, p.errAt(int64(len(b)-len(rest)), "", "unexpected data after the top-level object")
 	}
 	return t, nil
 }

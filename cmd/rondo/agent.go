@@ -498,30 +498,21 @@ func (c *agentCmd) Run(args []string) int {
 			for _, w := range ns.warnings {
 				log.Warn(w)
 			}
+			smu.Lock()
+			// Everything that can refuse the new config is checked before
+			// any of it is applied: a refused reload keeps the old config
+			// and the old certificate alike.
+			r, err := prepareReload(s, ns, listenTLS, decide)
+			if err != nil {
+				smu.Unlock()
+				log.Error("reload failed; keeping the old config and TLS certificate", "error", err)
+				continue
+			}
 			if what := needRestart(s.cfg, ns.cfg); len(what) > 0 {
 				log.Warn(restartNote(what))
 			}
-			if listenTLS != nil {
-				if err := listenTLS.reload(ns.cfg.TLS); err != nil {
-					log.Error("reload: keeping the old TLS certificate", "error", err)
-				}
-			}
-			smu.Lock()
-			var e agent.Decider
-			changed := deciderKey(ns) != deciderKey(s)
-			if changed {
-				// Any change of what the decider is built from (cells and
-				// their selectors, quotas or shares, a VC's policy or
-				// entities, the round length) takes effect at the next
-				// round: a new decider, which takes the saved history where
-				// it can (same policies; cumulative received time is kept
-				// anyway) and recomputes at its first round; the running
-				// placement is re-read from Nomad.
-				if e, err = decide(ns, true); err != nil {
-					smu.Unlock()
-					log.Error("reload failed", "error", err)
-					continue
-				}
+			listenTLS.use(r.cert)
+			if r.rebuilt {
 				backend.SetNoElastic(ns.cells)
 				backend.SetTypes(ns.cfg.TypeNames(), ns.tput)
 				backend.SetPools(cellPools(ns))
@@ -531,12 +522,12 @@ func (c *agentCmd) Run(args []string) int {
 			}
 			backend.SetShareGroup(shareGroup(ns.cfg, ns.policy))
 			backend.SetNamespaces(watchNamespaces(ns.cfg, watchAll))
-			ag.Reconfigure(e, ns.policy, ns.round, ns.vcs)
+			ag.Reconfigure(r.decider, ns.policy, ns.round, ns.vcs)
 			tel.SetVCs(vcQuotas(ns.cfg)) // the telemetry block itself takes a restart
 			taskEnv(ns)
 			s = ns
 			smu.Unlock()
-			log.Info("config reloaded", "policy", ns.policy, "round", ns.round, "decider_rebuilt", changed)
+			log.Info("config reloaded", "policy", ns.policy, "round", ns.round, "decider_rebuilt", r.rebuilt)
 		}
 	}()
 	// After a lost leader lock the decider is rebuilt, as in a restarted
@@ -561,6 +552,44 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	fmt.Fprintln(c.stdout, "rondo agent: stopped")
 	return 0
+}
+
+// reloadPlan is what a SIGHUP reload applies once accepted (prepareReload).
+type reloadPlan struct {
+	// cert is the listeners' certificate read again (nil: no tls {}, or
+	// its paths changed, which takes a restart).
+	cert *tls.Certificate
+	// decider is the new decider when what it is built from changed
+	// (rebuilt; deciderKey), else nil: Reconfigure keeps the old one.
+	decider agent.Decider
+	rebuilt bool
+}
+
+// prepareReload checks a reloaded config (ns, over the one in force, old)
+// before any of it is applied: it reads the listeners' certificate again
+// (not served yet) and builds the decider when what that is built from
+// changed. An error refuses the whole reload; the caller applies the plan
+// (the certificate last in its checks: listenerTLS.use) only without one.
+func prepareReload(old, ns *agentSettings, l *listenerTLS, decide func(*agentSettings, bool) (agent.Decider, error)) (reloadPlan, error) {
+	var r reloadPlan
+	cert, err := l.load(ns.cfg.TLS)
+	if err != nil {
+		return r, err
+	}
+	if deciderKey(ns) != deciderKey(old) {
+		// Any change of what the decider is built from (cells and their
+		// selectors, quotas or shares, a VC's policy or entities, the
+		// round length) takes effect at the next round: a new decider,
+		// which takes the saved history where it can (same policies;
+		// cumulative received time is kept anyway) and recomputes at its
+		// first round; the running placement is re-read from Nomad.
+		if r.decider, err = decide(ns, true); err != nil {
+			return r, err
+		}
+		r.rebuilt = true
+	}
+	r.cert = cert
+	return r, nil
 }
 
 // runLeader runs the agent's rounds while it holds the leader lock (a

@@ -30,6 +30,8 @@ type demoCmd struct {
 	duration  time.Duration
 	leaseAddr string
 	sharing   bool
+	// deprecated warns when the old -addr (now -bind-addr) was used.
+	deprecated func()
 }
 
 func newDemoCmd() *demoCmd {
@@ -38,6 +40,7 @@ func newDemoCmd() *demoCmd {
 	c.flags.StringVar(&c.jobs, "jobs", "jobs", "directory with cluster.hcl and *.nomad.hcl job specs")
 	c.flags.StringVar(&c.dir, "dir", "", "working directory for the cluster (default: a new temporary one)")
 	c.flags.StringVar(&c.addr, "bind-addr", "127.0.0.1:4700", "the agent's status API address")
+	c.deprecated = aliasFlag(c.flags, "addr", "bind-addr", &c.addr, func(msg string) { fmt.Fprintln(c.stderr, "warning:", msg) })
 	c.flags.StringVar(&c.leaseAddr, "lease-addr", "127.0.0.1:4701", "the agent's lease/progress API address (the jobs report to it)")
 	c.flags.StringVar(&c.round, "round", "", "round length override, e.g. 10s")
 	c.flags.DurationVar(&c.duration, "for", 0, "stop after this long (default: until Ctrl-C)")
@@ -62,6 +65,7 @@ func (c *demoCmd) Run(args []string) int {
 	if code := c.parse(args); code >= 0 {
 		return code
 	}
+	c.deprecated()
 	wd, _ := os.Getwd()
 	root, err := cluster.ModuleRoot(wd)
 	if err != nil {

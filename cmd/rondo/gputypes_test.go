@@ -181,9 +181,18 @@ throughputs = "fleet.json"
 	}
 
 	// A bad file is an error at the attribute; config validate says so too.
-	write("fleet.json", `{"h100": {"not a key": {"null": 1}}}`)
-	if _, err := c.load(); err == nil || !strings.HasPrefix(err.Error(), cfgPath+":4:15: Invalid throughputs; throughputs: ") {
+	fleet := write("fleet.json", `{"h100": {"not a key": {"null": 1}}}`)
+	if _, err := c.load(); err == nil || err.Error() != cfgPath+":4:15: Invalid throughputs; throughputs: "+fleet+`:1:11: h100: job key "not a key": not a tuple` {
 		t.Errorf("bad file: %v", err)
+	}
+	// A syntax error or a negative value: the line and column in the file.
+	write("fleet.json", "{\n  \"h100\": {\n    \"('A', 1)\": {\"null\": 1,}}}")
+	if _, err := c.load(); err == nil || !strings.HasSuffix(err.Error(), "throughputs: "+fleet+":3:28: invalid character '}' looking for beginning of object key string") {
+		t.Errorf("syntax error: %v", err)
+	}
+	write("fleet.json", "{\n  \"h100\": {\n    \"('A', 1)\": {\"null\": -3}}}")
+	if _, err := c.load(); err == nil || !strings.Contains(err.Error(), "throughputs: "+fleet+":3:26: h100 ('A', 1) isolated throughput: -3 is negative") {
+		t.Errorf("negative: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "fleet.json"))
 	if _, err := c.load(); err == nil || !strings.Contains(err.Error(), cfgPath+":4:15: Invalid throughputs; throughputs: open ") {

@@ -34,17 +34,35 @@ func newListenerTLS(t rhcl.TLS) (*listenerTLS, error) {
 }
 
 // reload reads the certificate and key again (the same paths as at start:
-// others take a restart).
+// others take a restart) and serves them.
 func (l *listenerTLS) reload(t rhcl.TLS) error {
-	if t.CertFile != l.cfg.CertFile || t.KeyFile != l.cfg.KeyFile {
-		return nil
+	cert, err := l.load(t)
+	if err != nil {
+		return err
+	}
+	l.use(cert)
+	return nil
+}
+
+// load reads the certificate and key at t's paths without serving them
+// (use does, once a SIGHUP reload is accepted); nil, nil when the paths
+// are not those at start (a restart takes them) or l is nil (no tls {}).
+func (l *listenerTLS) load(t rhcl.TLS) (*tls.Certificate, error) {
+	if l == nil || t.CertFile != l.cfg.CertFile || t.KeyFile != l.cfg.KeyFile {
+		return nil, nil
 	}
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return fmt.Errorf("tls: cert_file %s, key_file %s: %w", t.CertFile, t.KeyFile, err)
+		return nil, fmt.Errorf("tls: cert_file %s, key_file %s: %w", t.CertFile, t.KeyFile, err)
 	}
-	l.cert.Store(&cert)
-	return nil
+	return &cert, nil
+}
+
+// use serves cert from now on (nil: keep the one in force).
+func (l *listenerTLS) use(cert *tls.Certificate) {
+	if l != nil && cert != nil {
+		l.cert.Store(cert)
+	}
 }
 
 // config is the listeners' TLS configuration: with ca_file, clients'

@@ -31,9 +31,9 @@ func throughputTable(cfg *rhcl.Config) (tb *throughputs.Table, key string, err e
 	if err != nil {
 		return nil, "", fail(err)
 	}
-	op, err := throughputs.Parse(data)
+	op, err := throughputs.ParseFile(cfg.Throughputs, data)
 	if err != nil {
-		return nil, "", fail(fmt.Errorf("%s: %w", cfg.Throughputs, err))
+		return nil, "", fail(err) // file:line:col: ...
 	}
 	return op.Over(throughputs.Default()), fmt.Sprintf("%q %x", cfg.Throughputs, sha256.Sum256(data)), nil
 }

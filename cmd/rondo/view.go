@@ -1,7 +1,7 @@
 package main
 
 // The read-only views of the running agent (status, job list, job status,
-// vc status, node status) share one frame here: the flags (-addr, -token,
+// vc status, node status) share one frame here: the flags (-rondo-addr, -token,
 // -json, -t, -watch and the filters), fetching from the agent's API, and
 // rendering as text, JSON or a Go template, once or every round. Each
 // command supplies what it fetches and how its text looks.
@@ -28,7 +28,7 @@ import (
 	"github.com/rondo-sched/rondo/internal/rondotls"
 )
 
-// defaultAddr is the agent's status API when neither -addr nor RONDO_ADDR
+// defaultAddr is the agent's status API when neither -rondo-addr nor RONDO_ADDR
 // says otherwise.
 const defaultAddr = "http://127.0.0.1:4700"
 
@@ -85,7 +85,7 @@ func newView(name, synopsis, usage string, fs filters, minArgs, maxArgs int) *vi
 	f.StringVar(&v.o.token, "token", "", "Nomad ACL token sent as X-Nomad-Token (default $NOMAD_TOKEN)")
 	f.BoolVar(&v.o.json, "json", false, "print the data as JSON")
 	f.StringVar(&v.o.tmpl, "t", "", "format the data with a Go template (text/template over the JSON: {{.field}} by its JSON name)")
-	f.BoolVar(&v.o.watch, "watch", false, "render again every round (the agent's round_seconds, or -watch-interval) until Ctrl-C")
+	f.BoolVar(&v.o.watch, "watch", false, "render again every round (the agent's round length, or -watch-interval) until Ctrl-C")
 	f.DurationVar(&v.o.interval, "watch-interval", 0, "with -watch: the time between renders (default the agent's round length)")
 	f.IntVar(&v.o.count, "watch-count", 0, "with -watch: stop after this many renders (0: until Ctrl-C; implies -watch)")
 	if fs&byVC != 0 {

@@ -33,7 +33,10 @@ namespace "default" {
   # read-job-scaling).
   capabilities = ["list-jobs", "read-job", "submit-job", "scale-job", "read-job-scaling"]
 
-  # Durable allocator state and the leader lock, and nothing else.
+  # Durable allocator state and the leader lock, and nothing else. They live
+  # in the agent's home namespace: for an agent whose home is not "default"
+  # (nomad { namespace }, -namespace), move this variables block to that
+  # namespace's block (docs/operations.md, step 2).
   variables {
     path "rondo/*" {
       capabilities = ["read", "write", "list", "destroy"]
