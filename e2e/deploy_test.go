@@ -55,7 +55,11 @@ func operationsSteps(t *testing.T, root string) []docStep {
 // a Nomad Variable); an opted-in 1-GPU job is admitted by it; the leader's
 // process is killed (the guide's failover drill) and the standby takes
 // over: it reports leader=true, its rounds advance, the job keeps running
-// and never has two allocations at once.
+// and never has two allocations at once. The guide's upgrade (a new
+// rondo_binary, the job run again) and its revert to version 0 roll out
+// for real: after each, the job's newest version runs as two healthy
+// instances, one leads, rounds advance and the job keeps its one
+// allocation and its reports.
 func TestAgentAsNomadJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
@@ -142,7 +146,8 @@ tasks {
 		}
 		s := steps[i]
 		script := fmt.Sprintf("set -euo pipefail\n[ -f %[1]q ] && . %[1]q\n%s\nexport -p > %[1]q\n", envFile, s.text)
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		// An upgrade or revert follows its deployment (healthy_deadline 3m).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "bash", "-c", script)
 		cmd.WaitDelay = time.Second
@@ -247,7 +252,56 @@ tasks {
 		return progress() > reported, nil
 	})
 
-	runAll("history", "backup")
+	// The upgrade (section 7): the new binary under a new name, the vars
+	// file pointing at it, the job run again: a rolling update to version 1.
+	next := filepath.Join(bin, "rondo-next")
+	if err := os.Link(filepath.Join(bin, "rondo"), next); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "rondo-agent.vars.hcl"),
+		[]byte(fmt.Sprintf("rondo_binary = %q\nleader_ttl = \"10s\"\n", next)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	round := agentStatus(t, c, newAddr).Round
+	reported = progress()
+	t0 := time.Now()
+	runAll("upgrade")
+	t.Logf("upgrade rolled out in %.1fs", time.Since(t0).Seconds())
+	_, round = checkRollout(t, c, 1, next, round)
+	waitFor(t, 60*time.Second, "team-train's reports after the upgrade", func() (bool, error) {
+		return progress() > reported, nil
+	})
+	if out := run("history"); !regexp.MustCompile(`(?m)^Version\s+= 1$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^Version\s+= 0$`).MatchString(out) {
+		t.Errorf("nomad job history does not list versions 0 and 1:\n%s", out)
+	}
+	if vs, _, _, err := c.API.Jobs().Versions("rondo-agent", false, nil); err != nil || len(vs) != 2 {
+		t.Errorf("job versions after the upgrade: %d (%v), want 2", len(vs), err)
+	}
+	// The revert to version 0: version 2, with version 0's spec.
+	reported = progress()
+	t0 = time.Now()
+	runAll("revert")
+	t.Logf("revert rolled out in %.1fs", time.Since(t0).Seconds())
+	checkRollout(t, c, 2, filepath.Join(bin, "rondo"), round)
+	vs, _, _, err := c.API.Jobs().Versions("rondo-agent", false, nil)
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("job versions after the revert: %d (%v), want 3", len(vs), err)
+	}
+	spec := func(j *api.Job) string { b, _ := json.Marshal(j.TaskGroups); return string(b) }
+	byVersion := map[uint64]*api.Job{}
+	for _, j := range vs {
+		byVersion[*j.Version] = j
+	}
+	if spec(byVersion[2]) != spec(byVersion[0]) || spec(byVersion[1]) == spec(byVersion[0]) {
+		t.Errorf("version 2's task groups are not version 0's (or version 1 equals version 0):\nv0 %s\nv2 %s",
+			spec(byVersion[0]), spec(byVersion[2]))
+	}
+	waitFor(t, 60*time.Second, "team-train's reports after the revert", func() (bool, error) {
+		return progress() > reported, nil
+	})
+
+	runAll("backup")
 	var saved api.Variable
 	if b, err := os.ReadFile(filepath.Join(work, "rondo-backup/rondo_allocator.json")); err != nil || json.Unmarshal(b, &saved) != nil {
 		t.Fatalf("backup of rondo/allocator: %v", err)
@@ -271,6 +325,51 @@ tasks {
 		}
 	}
 	t.Logf("total %.1fs", time.Since(start).Seconds())
+}
+
+// checkRollout checks a finished rolling update of rondo-agent to version:
+// the job at that version, its latest deployment successful with two
+// healthy allocations, two running instances of that version on distinct
+// nodes running command, one leader whose rounds pass round, and
+// team-train's one allocation kept. It returns the leader's address and
+// its round.
+func checkRollout(t *testing.T, c *cluster.Cluster, version uint64, command string, round int) (string, int) {
+	t.Helper()
+	job, _, err := c.API.Jobs().Info("rondo-agent", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *job.Version != version {
+		t.Fatalf("rondo-agent at version %d, want %d", *job.Version, version)
+	}
+	if cmd := job.TaskGroups[0].Tasks[0].Config["command"]; cmd != command {
+		t.Errorf("rondo-agent version %d runs %v, want %s", version, cmd, command)
+	}
+	d, _, err := c.API.Jobs().LatestDeployment("rondo-agent", nil)
+	if err != nil || d == nil || d.JobVersion != version || d.Status != api.DeploymentStatusSuccessful ||
+		d.TaskGroups["agent"] == nil || d.TaskGroups["agent"].HealthyAllocs != 2 {
+		t.Fatalf("rondo-agent's deployment of version %d: %v %+v", version, err, d)
+	}
+	allocs := agentAllocs(t, c.API)
+	for _, a := range allocs {
+		if a.JobVersion != version || a.DeploymentStatus == nil || a.DeploymentStatus.Healthy == nil || !*a.DeploymentStatus.Healthy {
+			t.Errorf("agent allocation %s: version %d, deployment status %+v; want version %d, healthy", a.ID[:8], a.JobVersion, a.DeploymentStatus, version)
+		}
+	}
+	if allocs[0].NodeID == allocs[1].NodeID {
+		t.Errorf("agent allocations of version %d on one node: %v", version, allocNodes(allocs))
+	}
+	alloc, addr := waitLeader(t, c, "", 60*time.Second)
+	var st agentStatusResp
+	waitFor(t, 20*time.Second, fmt.Sprintf("rounds past %d on the leader of version %d", round, version), func() (bool, error) {
+		st = agentStatus(t, c, addr)
+		return st.Round > round, nil
+	})
+	t.Logf("version %d: leader %s at round %d (was %d)", version, alloc[:8], st.Round, round)
+	if n := noOverlap(t, c.API, "team-train"); n != 1 || len(runningAllocs(c.API, "team-train")) != 1 {
+		t.Errorf("team-train after version %d: %d allocations ran, %d running; want the one kept running", version, n, len(runningAllocs(c.API, "team-train")))
+	}
+	return addr, st.Round
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, f func() (bool, error)) {

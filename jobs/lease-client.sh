@@ -13,7 +13,10 @@
 #   epochs_done=2.5                      epochs done (a two-role elastic job)
 #   partner=JOB                          the job it shares its GPUs with
 #
-# Environment: RONDO_LEASE_ADDR (host:port or URL, required); NOMAD_JOB_ID,
+# Environment: RONDO_LEASE_ADDR (host:port or URL) or RONDO_LEASE_ADDR_FILE (a
+# file naming it, a line RONDO_LEASE_ADDR=URL or the bare URL: the env file a
+# template over the agents' rondo-lease service renders, which Nomad re-renders
+# when the agents are replaced; it wins when it names one); NOMAD_JOB_ID,
 # NOMAD_ALLOC_ID, NOMAD_NAMESPACE (set by Nomad; RONDO_JOB overrides the job).
 # For an https:// address with a private CA: RONDO_CACERT (curl --cacert), and
 # RONDO_CLIENT_CERT, RONDO_CLIENT_KEY when the agent verifies clients.
@@ -29,7 +32,13 @@
 # stderr: checkpoint now and go on training; the job stops at T.
 set -eu
 
-addr=${RONDO_LEASE_ADDR:?RONDO_LEASE_ADDR is not set}
+addr=${RONDO_LEASE_ADDR:-}
+if [ -n "${RONDO_LEASE_ADDR_FILE:-}" ] && [ -r "$RONDO_LEASE_ADDR_FILE" ]; then
+  from_file=$(sed -n -e 's/^[[:space:]]*RONDO_LEASE_ADDR=//p' -e '/^[[:space:]]*[^#[:space:]][^=]*$/p' \
+    "$RONDO_LEASE_ADDR_FILE" | tr -d "\"' \t\r" | tail -n 1)
+  if [ -n "$from_file" ]; then addr=$from_file; fi
+fi
+: "${addr:?RONDO_LEASE_ADDR is not set (nor named by RONDO_LEASE_ADDR_FILE)}"
 case $addr in *://*) ;; *) addr="http://$addr" ;; esac
 addr=${addr%/}
 

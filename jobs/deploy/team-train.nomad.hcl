@@ -57,7 +57,10 @@ job "team-train" {
       # RONDO_LEASE_ADDR: one of the agents' lease APIs, chosen stably per
       # allocation; a standby forwards to the leader, so any instance
       # serves. noop: a new agent allocation must not restart training
-      # (the trainer logs and ignores lease errors meanwhile).
+      # (the trainer logs and ignores lease errors meanwhile); Nomad
+      # re-renders the file, and the lease client re-reads it on every call
+      # (RONDO_LEASE_ADDR_FILE, below), so the reports follow the agents
+      # when an upgrade or a rollback replaces them all.
       template {
         data        = <<-EOT
           {{- range nomadService 1 (env "NOMAD_ALLOC_ID") "rondo-lease" }}
@@ -72,7 +75,8 @@ job "team-train" {
       # RONDO_CHECKPOINT_DIR comes from the cluster config's
       # tasks { checkpoint_root } when Rondo admits the job.
       env {
-        RONDO_GPU_TYPE = "${meta.rondo_gpu_type}" # what the fake trainer reads
+        RONDO_GPU_TYPE        = "${meta.rondo_gpu_type}" # what the fake trainer reads
+        RONDO_LEASE_ADDR_FILE = "${NOMAD_TASK_DIR}/rondo-lease.env"
       }
 
       resources {

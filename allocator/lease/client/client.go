@@ -22,6 +22,12 @@
 // The token is the task's Nomad workload identity, re-read on every call
 // because Nomad renews it (at half its TTL) in the file and, with
 // change_mode = "restart", the environment.
+//
+// The address may come from a file (RONDO_LEASE_ADDR_FILE, Client.AddrFile),
+// also re-read on every call: a Nomad template over the agents'
+// rondo-lease service re-renders it when the agent instances are replaced
+// (an upgrade, a rollback), which the environment of a running task does
+// not follow.
 package client
 
 import (
@@ -54,6 +60,11 @@ const Audience = "rondo-lease"
 type Client struct {
 	// Addr is the API's base URL, e.g. "http://10.0.0.5:4680".
 	Addr string
+	// AddrFile, when set, names a file read before every call for the
+	// address: a line RONDO_LEASE_ADDR=<URL> (the env file a template over
+	// the rondo-lease service renders, jobs/deploy/team-train.nomad.hcl) or
+	// the bare URL. Addr is used while the file is missing or names none.
+	AddrFile string
 	// Namespace, Job and Alloc identify the caller; FromEnv fills them from
 	// NOMAD_NAMESPACE, NOMAD_JOB_ID and NOMAD_ALLOC_ID.
 	Namespace, Job, Alloc string
@@ -105,16 +116,20 @@ func join(dir, name string) string {
 }
 
 // FromEnv builds a Client from the task's environment: RONDO_LEASE_ADDR
-// (required), NOMAD_NAMESPACE, NOMAD_JOB_ID, NOMAD_ALLOC_ID, the token
+// or RONDO_LEASE_ADDR_FILE (AddrFile; one of them required), NOMAD_NAMESPACE, NOMAD_JOB_ID, NOMAD_ALLOC_ID, the token
 // sources of TokenFromEnv, and for an https:// address with a private CA
 // RONDO_CACERT (and RONDO_CLIENT_CERT, RONDO_CLIENT_KEY).
 func FromEnv() (*Client, error) {
-	addr := os.Getenv("RONDO_LEASE_ADDR")
+	file := os.Getenv("RONDO_LEASE_ADDR_FILE")
+	addr := normAddr(os.Getenv("RONDO_LEASE_ADDR"))
 	if addr == "" {
-		return nil, errors.New("lease client: RONDO_LEASE_ADDR is not set")
+		addr = addrFromFile(file)
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	if addr == "" {
+		if file != "" {
+			return nil, fmt.Errorf("lease client: RONDO_LEASE_ADDR is not set and RONDO_LEASE_ADDR_FILE (%s) names no address", file)
+		}
+		return nil, errors.New("lease client: RONDO_LEASE_ADDR is not set")
 	}
 	job := os.Getenv("NOMAD_JOB_ID")
 	if job == "" {
@@ -127,7 +142,8 @@ func FromEnv() (*Client, error) {
 		return nil, fmt.Errorf("lease client: %w", err)
 	}
 	return &Client{
-		Addr:      strings.TrimRight(addr, "/"),
+		Addr:      addr,
+		AddrFile:  file,
 		Namespace: os.Getenv("NOMAD_NAMESPACE"),
 		Job:       job,
 		Alloc:     os.Getenv("NOMAD_ALLOC_ID"),
@@ -206,6 +222,51 @@ func (c *Client) Lease(ctx context.Context) (lease.LeaseResponse, error) {
 	return out, err
 }
 
+// addrFromFile reads an address file (Client.AddrFile): the value of its
+// last RONDO_LEASE_ADDR= line, or its last bare line; "" when it cannot be
+// read or names none.
+func addrFromFile(name string) string {
+	if name == "" {
+		return ""
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return ""
+	}
+	addr := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "RONDO_LEASE_ADDR="); ok {
+			addr = strings.Trim(v, `"'`)
+		} else if !strings.Contains(line, "=") {
+			addr = line
+		}
+	}
+	return normAddr(addr)
+}
+
+// normAddr adds the default scheme and drops a trailing slash.
+func normAddr(addr string) string {
+	addr = strings.TrimSpace(addr)
+	if addr == "" {
+		return ""
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return strings.TrimRight(addr, "/")
+}
+
+func (c *Client) base() string {
+	if a := addrFromFile(c.AddrFile); a != "" {
+		return a
+	}
+	return c.Addr
+}
+
 func (c *Client) do(ctx context.Context, path string, in, out any) error {
 	tok, err := c.Token()
 	if err != nil {
@@ -215,7 +276,7 @@ func (c *Client) do(ctx context.Context, path string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base()+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

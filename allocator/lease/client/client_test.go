@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -140,6 +141,67 @@ func TestClientFromEnv(t *testing.T) {
 	}
 }
 
+// TestClientAddrFile: RONDO_LEASE_ADDR_FILE, re-read on every call, moves
+// the client to the address a template re-rendered (the agents replaced);
+// RONDO_LEASE_ADDR serves while the file names none.
+func TestClientAddrFile(t *testing.T) {
+	var srvs [2]*httptest.Server
+	var recs [2]*rec
+	for i := range srvs {
+		recs[i] = &rec{}
+		srvs[i] = httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: recs[i], Sink: recs[i]}).Handler())
+		defer srvs[i].Close()
+	}
+	file := filepath.Join(t.TempDir(), "rondo-lease.env")
+	t.Setenv("RONDO_LEASE_ADDR", "")
+	t.Setenv("RONDO_LEASE_ADDR_FILE", file)
+	t.Setenv("NOMAD_JOB_ID", "train")
+	t.Setenv("NOMAD_ALLOC_ID", "a1")
+	t.Setenv("NOMAD_TOKEN_rondo", "train:a1")
+	if _, err := FromEnv(); err == nil || !strings.Contains(err.Error(), "names no address") {
+		t.Fatalf("FromEnv without an address: %v", err)
+	}
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The env file of jobs/deploy/team-train.nomad.hcl's template.
+	write("\nRONDO_LEASE_ADDR=" + srvs[0].URL + "\n")
+	c, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	report := func(steps int64) {
+		t.Helper()
+		if err := c.Report(ctx, steps, 1, "v100"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(1)
+	write("RONDO_LEASE_ADDR=" + strings.TrimPrefix(srvs[1].URL, "http://") + "/\n") // re-rendered
+	report(2)
+	write(srvs[0].URL + "\n") // a bare address
+	report(3)
+	os.Remove(file) // RONDO_LEASE_ADDR serves
+	t.Setenv("RONDO_LEASE_ADDR", srvs[1].URL)
+	if c, err = FromEnv(); err != nil {
+		t.Fatal(err)
+	}
+	report(4)
+	steps := func(r *rec) (out []int64) {
+		for _, p := range r.got {
+			out = append(out, p.StepsDone)
+		}
+		return out
+	}
+	if a, b := steps(recs[0]), steps(recs[1]); len(a) != 2 || a[0] != 1 || a[1] != 3 || len(b) != 2 || b[0] != 2 || b[1] != 4 {
+		t.Fatalf("reports: first server %v, second %v; want [1 3] and [2 4]", a, b)
+	}
+}
+
 // TestShellClient: jobs/lease-client.sh sends the optional progress
 // fields and tells a notice apart (exit 0, a line on stderr), against the
 // real server.
@@ -151,9 +213,10 @@ func TestShellClient(t *testing.T) {
 	srv := httptest.NewServer((&lease.Server{Verifier: fakeVerifier{}, Decider: r, Sink: r}).Handler())
 	defer srv.Close()
 	script, _ := filepath.Abs("../../../jobs/lease-client.sh")
+	addrEnv := []string{"RONDO_LEASE_ADDR=" + srv.URL, "RONDO_LEASE_ADDR_FILE="}
 	run := func(job string, args ...string) (int, string, string) {
 		cmd := exec.Command("sh", append([]string{script}, args...)...)
-		cmd.Env = append(os.Environ(), "RONDO_LEASE_ADDR="+srv.URL, "NOMAD_JOB_ID="+job, "NOMAD_ALLOC_ID=a1",
+		cmd.Env = append(append(os.Environ(), addrEnv...), "NOMAD_JOB_ID="+job, "NOMAD_ALLOC_ID=a1",
 			"NOMAD_NAMESPACE=default", "RONDO_IDENTITY_FILE=", "NOMAD_TOKEN_rondo="+job+":a1")
 		var out, errOut strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -191,5 +254,20 @@ func TestShellClient(t *testing.T) {
 	}
 	if code, _, _ := run("other", "lease"); code != 3 {
 		t.Fatalf("a lease that ends: %d, want 3", code)
+	}
+	// RONDO_LEASE_ADDR_FILE (a template's env file, or a bare address)
+	// wins over RONDO_LEASE_ADDR, a dead agent's address here.
+	file := filepath.Join(t.TempDir(), "rondo-lease.env")
+	addrEnv = []string{"RONDO_LEASE_ADDR=http://127.0.0.1:9", "RONDO_LEASE_ADDR_FILE=" + file}
+	if code, _, _ := run("train", "progress", "41", "2", "v100"); code == 0 {
+		t.Fatal("progress to a dead address (no file yet) succeeded")
+	}
+	for i, text := range []string{"\nRONDO_LEASE_ADDR=" + srv.URL + "\n", strings.TrimPrefix(srv.URL, "http://") + "\n"} {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, e := run("train", "progress", fmt.Sprint(42+i), "2", "v100"); code != 0 || r.got[len(r.got)-1].StepsDone != int64(42+i) {
+			t.Fatalf("progress with the address file %q: %d %s", text, code, e)
+		}
 	}
 }

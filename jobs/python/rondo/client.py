@@ -3,7 +3,11 @@
 Stdlib only. The task finds the API and its identity as rondo-trainer and
 jobs/lease-client.sh do:
 
-* RONDO_LEASE_ADDR: host:port or URL of the allocator's lease API (required);
+* RONDO_LEASE_ADDR: host:port or URL of the allocator's lease API;
+* RONDO_LEASE_ADDR_FILE: a file naming it (a line RONDO_LEASE_ADDR=URL, as a
+  Nomad template over the agents' rondo-lease service renders it, or the
+  bare URL), re-read on every call, so a running task follows the agents
+  when an upgrade replaces them all; one of the two is required;
 * RONDO_CACERT: for an https:// address, the CA that signed the agent's
   certificate (its tls {} block; default the system's roots);
   RONDO_CLIENT_CERT and RONDO_CLIENT_KEY when the agent verifies clients;
@@ -183,6 +187,37 @@ def _number(name, v):
     return v
 
 
+def _norm_addr(addr):
+    addr = (addr or "").strip()
+    if not addr:
+        return ""
+    if "://" not in addr:
+        addr = "http://" + addr
+    return addr.rstrip("/")
+
+
+def _addr_from_file(name):
+    """An address file's address: the value of its last RONDO_LEASE_ADDR=
+    line, or its last bare line; "" when it cannot be read or names none."""
+    if not name:
+        return ""
+    try:
+        with open(name) as f:
+            text = f.read()
+    except OSError:
+        return ""
+    addr = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("RONDO_LEASE_ADDR="):
+            addr = line[len("RONDO_LEASE_ADDR="):].strip("\"'")
+        elif "=" not in line:
+            addr = line
+    return _norm_addr(addr)
+
+
 class Client:
     """The lease API client.
 
@@ -194,12 +229,14 @@ class Client:
     """
 
     def __init__(self, addr, job, alloc="", namespace="", token=None, timeout=30.0, cafile=None, certfile=None,
-                 keyfile=None):
+                 keyfile=None, addr_file=None):
+        # addr_file: read before every call for the address (module doc);
+        # addr serves while it is missing or names none.
+        self.addr_file = addr_file or None
+        addr = _norm_addr(addr) or _addr_from_file(self.addr_file)
         if not addr:
             raise ValueError("Client: no address")
-        if "://" not in addr:
-            addr = "http://" + addr
-        self.addr = addr.rstrip("/")
+        self.addr = addr
         self.job = job
         self.alloc = alloc or ""
         self.namespace = namespace or ""
@@ -212,7 +249,7 @@ class Client:
         self.timeout = timeout
         # An https agent with a private CA (its tls {} block).
         self._ssl = None
-        if self.addr.startswith("https://") and (cafile or certfile):
+        if (cafile or certfile) and (self.addr.startswith("https://") or self.addr_file):
             self._ssl = ssl.create_default_context(cafile=cafile or None)
             if certfile:
                 self._ssl.load_cert_chain(certfile, keyfile or None)
@@ -222,15 +259,25 @@ class Client:
         """A client from the task's environment (module doc). Raises
         LookupError when RONDO_LEASE_ADDR or the job id is missing."""
         env = os.environ if environ is None else environ
-        addr = env.get("RONDO_LEASE_ADDR", "")
+        addr_file = env.get("RONDO_LEASE_ADDR_FILE", "")
+        addr = env.get("RONDO_LEASE_ADDR", "") or _addr_from_file(addr_file)
         if not addr:
+            if addr_file:
+                raise LookupError("lease client: RONDO_LEASE_ADDR is not set and RONDO_LEASE_ADDR_FILE (%s) names "
+                                  "no address" % addr_file)
             raise LookupError("lease client: RONDO_LEASE_ADDR is not set")
         job = env.get("RONDO_JOB") or env.get("NOMAD_JOB_ID", "")
         if not job:
             raise LookupError("lease client: NOMAD_JOB_ID is not set (not running under Nomad?)")
         return cls(addr, job, alloc=env.get("NOMAD_ALLOC_ID", ""), namespace=env.get("NOMAD_NAMESPACE", ""),
                    token=token_from_env(env), timeout=timeout, cafile=env.get("RONDO_CACERT") or None,
-                   certfile=env.get("RONDO_CLIENT_CERT") or None, keyfile=env.get("RONDO_CLIENT_KEY") or None)
+                   certfile=env.get("RONDO_CLIENT_CERT") or None, keyfile=env.get("RONDO_CLIENT_KEY") or None,
+                   addr_file=addr_file or None)
+
+    def base(self):
+        """The address of the next call: addr_file's when it names one,
+        else addr."""
+        return _addr_from_file(self.addr_file) or self.addr
 
     def _ids(self):
         body = {"job": self.job}
@@ -242,7 +289,7 @@ class Client:
 
     def _post(self, path, body, timeout=None):
         data = json.dumps(body).encode()
-        req = urllib.request.Request(self.addr + path, data=data, method="POST", headers={
+        req = urllib.request.Request(self.base() + path, data=data, method="POST", headers={
             "Content-Type": "application/json", "Authorization": "Bearer " + self.token()})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout if timeout is None else timeout,
@@ -300,7 +347,7 @@ class Client:
     def health(self, timeout=None):
         """GET /v1/health (no token): True when the API answers ok."""
         try:
-            with urllib.request.urlopen(self.addr + "/v1/health", timeout=self.timeout if timeout is None else timeout,
+            with urllib.request.urlopen(self.base() + "/v1/health", timeout=self.timeout if timeout is None else timeout,
                                         context=self._ssl) as r:
                 return json.loads(r.read()).get("status") == "ok"
         except (urllib.error.URLError, OSError, ValueError):

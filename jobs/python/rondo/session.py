@@ -150,12 +150,12 @@ class Session:
         default 10s: the reporter also asks shortly before each lease
         expires), RONDO_PARTNER, NOMAD_ALLOC_INDEX (only index 0 reports
         progress; every task asks for its lease), RONDO_DEBUG=1 (log every
-        report). Without RONDO_LEASE_ADDR
+        report). Without RONDO_LEASE_ADDR or RONDO_LEASE_ADDR_FILE
         the session runs without the API (standalone)."""
         env = os.environ if environ is None else environ
         lg = log or (lambda msg: print("rondo: " + msg, flush=True))
         client = None
-        if env.get("RONDO_LEASE_ADDR"):
+        if env.get("RONDO_LEASE_ADDR") or env.get("RONDO_LEASE_ADDR_FILE"):
             try:
                 client = Client.from_env(env)
             except LookupError as e:

@@ -58,6 +58,33 @@ class ClientTest(unittest.TestCase):
         l = c.lease()
         self.assertEqual((l.role, l.workers, l.ps, l.batch), ("ps", 2, 1, 0))
 
+    def test_addr_file(self):
+        # RONDO_LEASE_ADDR_FILE, re-read on every call, wins over
+        # RONDO_LEASE_ADDR (a dead agent's address here): the env file a
+        # template over the rondo-lease service re-renders.
+        rig.grant("c-addr")
+        d = tempfile.mkdtemp()
+        f = os.path.join(d, "rondo-lease.env")
+        env = rig.task_env("c-addr", RONDO_LEASE_ADDR="127.0.0.1:9", RONDO_LEASE_ADDR_FILE=f)
+        with self.assertRaisesRegex(LeaseAPIError, "lease api: 0: "):  # a transport failure
+            Client.from_env(env).report(1, 1.0, "v100")  # no file yet: RONDO_LEASE_ADDR
+        with open(f, "w") as fh:
+            fh.write("\nRONDO_LEASE_ADDR=" + rig.API + "\n")
+        c = Client.from_env(env)
+        c.report(2, 1.0, "v100")
+        with open(f, "w") as fh:
+            fh.write("127.0.0.1:9\n")  # a bare address
+        with self.assertRaisesRegex(LeaseAPIError, "lease api: 0: "):  # a transport failure
+            c.report(3, 1.0, "v100")
+        with open(f, "w") as fh:
+            fh.write("RONDO_LEASE_ADDR=" + rig.API.replace("http://", "") + "/\n")
+        c.report(4, 1.0, "v100")
+        self.assertEqual([r["steps_done"] for r in rig.reports("c-addr")], [2, 4])
+        del env["RONDO_LEASE_ADDR"]
+        os.remove(f)
+        with self.assertRaisesRegex(LookupError, "names no address"):
+            Client.from_env(env)
+
     def test_token_order(self):
         # Each source in turn is the only good one; the ones before it are
         # empty and the ones after it wrong: the API accepts the call only
