@@ -66,6 +66,18 @@ func TestClientBinary(t *testing.T) {
 	if code, out, errOut := run("status", "-rondo-addr", srv.URL); code != 0 || !strings.Contains(out, "Leader") {
 		t.Errorf("status: exit %d %q %q", code, out, errOut)
 	}
+	// The other views and the job commands: no solver in them either.
+	for _, view := range [][]string{{"job", "list"}, {"job", "status", "lm"}, {"vc", "status"}, {"node", "status"}} {
+		if code, out, errOut := run(append(view, "-rondo-addr", srv.URL)...); code != 0 || out == "" {
+			t.Errorf("%v: exit %d %q %q", view, code, out, errOut)
+		}
+	}
+	// The preflight runs (its Nomad is not there: it says so), not refused
+	// as a solving command.
+	if code, _, errOut := run("config", "validate", "-nomad", "-address", "http://127.0.0.1:1", "testdata/cluster.hcl"); code != 1 ||
+		strings.Contains(errOut, "without COIN-OR") || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Errorf("config validate -nomad: exit %d %q", code, errOut)
+	}
 	for _, solve := range [][]string{{"policy", "solve", "--policy", "max_min_fairness", "--input", "testdata/bad_problem.json"},
 		{"agent", "-config", "testdata/cluster.hcl"}} {
 		code, out, errOut := run(solve...)
