@@ -19,8 +19,9 @@ import (
 	"github.com/rondo-sched/rondo/internal/testca"
 )
 
-// tlsConfig is the agent's config on a Nomad with TLS: Nomad's address
-// and CA from the nomad {} block (not the environment), its own listeners
+// tlsConfig is the agent's config on a Nomad with TLS: Nomad's address,
+// CA, client certificate and server name from the nomad {} block (not the
+// environment), its own listeners
 // from agent {} under tls {}, tasks told the https lease API.
 const tlsConfig = `agent {
   bind_addr  = %q
@@ -48,13 +49,19 @@ vc "research" {
 }
 `
 
-// TestTLSOnNomad: a Nomad cluster with TLS on HTTP and RPC and a private
-// CA generated here; the agent reaches it with nomad { address = https
-// ca_file }, serves its status and lease APIs over HTTPS (tls {}), and a
-// 1-GPU rondo-trainer job reports progress through the https lease API
-// (its workload identity verified against Nomad's JWKS fetched over TLS),
-// which `rondo job status` shows over HTTPS. Without the CA the agent
-// stops with a one-line certificate error, and so does the view.
+// TestTLSOnNomad: a Nomad cluster with TLS on HTTP and RPC, a private CA
+// generated here and verify_https_client = true (every HTTP request needs
+// a client certificate from the CA: the harness's API client and nomad
+// binary present one); the agent reaches it with nomad { address = https
+// ca_file cert_file key_file tls_server_name } (paths relative to the
+// config file, nothing in its environment), serves its status and lease
+// APIs over HTTPS (tls {}), and a 1-GPU rondo-trainer job reports
+// progress through the https lease API (its workload identity verified
+// against Nomad's JWKS, fetched over TLS with the client certificate),
+// which `rondo job status` shows over HTTPS. Without the CA, without the
+// client certificate, or with a server name the certificate does not
+// name, the agent stops with a one-line certificate error; a view
+// without the CA fails in one line too.
 func TestTLSOnNomad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts a Nomad cluster")
@@ -64,6 +71,7 @@ func TestTLSOnNomad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	nt.VerifyHTTPSClient = true
 	s := startStackOpts(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 1)}, "", func(o *cluster.Options) { o.TLS = nt })
 	if !strings.HasPrefix(s.c.Address, "https://") {
 		t.Fatalf("cluster address %s, want https", s.c.Address)
@@ -72,42 +80,86 @@ func TestTLSOnNomad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The agent's client certificate for Nomad's HTTP API, next to its
+	// config and named relative to it.
+	nomadCert, nomadKey, err := ca.Issue("rondo-nomad", "rondo-agent", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgDir := t.TempDir()
+	for src, dst := range map[string]string{nomadCert: "nomad-client.pem", nomadKey: "nomad-client-key.pem"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfgDir, dst), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ports, err := cluster.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bind := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	leaseAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-	writeCfg := func(name, caLine string) string {
-		p := filepath.Join(t.TempDir(), name)
-		cfg := fmt.Sprintf(tlsConfig, bind, leaseAddr, s.c.Address, caLine, agentCert, agentKey, leaseAddr, s.ckpt)
+	const (
+		caLine     = "  ca_file = %q\n"
+		certLines  = "  cert_file = \"nomad-client.pem\"\n  key_file  = \"nomad-client-key.pem\"\n"
+		serverName = "  tls_server_name = %q\n"
+	)
+	writeCfg := func(name string, nomadLines ...string) string {
+		p := filepath.Join(cfgDir, name)
+		cfg := fmt.Sprintf(tlsConfig, bind, leaseAddr, s.c.Address, strings.Join(nomadLines, ""), agentCert, agentKey, leaseAddr, s.ckpt)
 		if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	// The agent's environment names no Nomad address or CA: the config does.
-	env := append(cluster.WithoutEnv(cluster.WithoutEnv(cluster.WithoutEnv(os.Environ(), "NOMAD_ADDR"), "NOMAD_CACERT"), "NOMAD_TOKEN"),
-		"NOMAD_TOKEN="+s.token)
+	// The agent's environment names no Nomad address, CA, client
+	// certificate or server name: the config does.
+	env := os.Environ()
+	for _, k := range []string{"NOMAD_ADDR", "NOMAD_CACERT", "NOMAD_CLIENT_CERT", "NOMAD_CLIENT_KEY", "NOMAD_TLS_SERVER_NAME", "NOMAD_SKIP_VERIFY", "NOMAD_TOKEN"} {
+		env = cluster.WithoutEnv(env, k)
+	}
+	env = append(env, "NOMAD_TOKEN="+s.token)
 	rondo := filepath.Join(s.bin, "rondo")
 
-	t.Run("no CA: a one-line certificate error", func(t *testing.T) {
+	// failsWith runs the agent on cfg and wants it to exit non-zero within
+	// 30 s with a last line "rondo agent: ..." containing want.
+	failsWith := func(t *testing.T, cfg, want string) {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, rondo, "agent", "-config", writeCfg("noca.hcl", ""), "-nomad-timeout", "5s")
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, rondo, "agent", "-config", cfg, "-nomad-timeout", "5s")
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		var last string
 		if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); len(lines) > 0 {
 			last = lines[len(lines)-1]
 		}
-		if err == nil || ctx.Err() != nil || !strings.HasPrefix(last, "rondo agent: ") || !strings.Contains(last, "certificate signed by unknown authority") {
-			t.Fatalf("agent without the CA: %v, want exit 1 with a certificate error as its last line:\n%s", err, out)
+		if err == nil || ctx.Err() != nil || !strings.HasPrefix(last, "rondo agent: ") || !strings.Contains(last, want) {
+			t.Fatalf("agent: %v, want a non-zero exit with %q in its last line:\n%s", err, want, out)
 		}
-		t.Logf("without the CA: %s", last)
+		t.Logf("after %v: %s", time.Since(start).Round(time.Millisecond), last)
+	}
+	t.Run("no CA: a one-line certificate error", func(t *testing.T) {
+		failsWith(t, writeCfg("noca.hcl", certLines), "certificate signed by unknown authority")
+	})
+	// Nomad (verify_https_client) refuses the handshake without a client
+	// certificate: TLS 1.3's certificate_required alert.
+	t.Run("no client certificate: a one-line certificate error", func(t *testing.T) {
+		failsWith(t, writeCfg("nocert.hcl", fmt.Sprintf(caLine, nt.CAFile)), "tls: certificate required")
+	})
+	// Nomad's certificate names server.global.nomad, localhost and
+	// 127.0.0.1: another tls_server_name fails the verification, so the
+	// setting reaches the agent's Nomad client.
+	t.Run("wrong tls_server_name: a one-line certificate error", func(t *testing.T) {
+		failsWith(t, writeCfg("badname.hcl", fmt.Sprintf(caLine, nt.CAFile), certLines, fmt.Sprintf(serverName, "nomad.invalid")),
+			"not nomad.invalid")
 	})
 
-	cfg := writeCfg("tls.hcl", fmt.Sprintf("  ca_file = %q\n", nt.CAFile))
+	cfg := writeCfg("tls.hcl", fmt.Sprintf(caLine, nt.CAFile), certLines, fmt.Sprintf(serverName, "server.global.nomad"))
 	a := &agentProc{log: filepath.Join(t.TempDir(), "agent.log"), done: make(chan struct{}), addr: bind}
 	f, err := os.Create(a.log)
 	if err != nil {
@@ -172,7 +224,8 @@ func TestTLSOnNomad(t *testing.T) {
 	if err := os.WriteFile(jobFile, []byte(spec), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The nomad binary over https with NOMAD_CACERT.
+	// The nomad binary over https with NOMAD_CACERT, NOMAD_CLIENT_CERT and
+	// NOMAD_CLIENT_KEY.
 	run := exec.Command(s.nomad, "job", "run", "-detach", jobFile)
 	run.Env = s.c.CLIEnv(os.Environ())
 	if out, err := run.CombinedOutput(); err != nil {
