@@ -192,7 +192,17 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			starts = append(starts, a)
 		}
 	}
-	errs = append(errs, b.startPinned(starts, b.planResources(starts))...)
+	// Starts of jobs with a task still exiting (afterExits) wait for it,
+	// after the others have started.
+	res := b.planResources(starts)
+	starts, elastic, heldStarts, heldElastic := b.splitExiting(starts, elastic)
+	errs = append(errs, b.startPinned(starts, res)...)
+	if len(heldStarts)+len(heldElastic) > 0 {
+		late, lateElastic, held := b.afterExits(heldStarts, heldElastic)
+		errs = append(errs, held...)
+		errs = append(errs, b.startPinned(late, res)...)
+		elastic = append(elastic, lateElastic...)
+	}
 	// Elastic jobs are pinned to nodes only (so that they can grow by count
 	// without a restart): they start, and grow, once every pinned start
 	// holds its GPUs, into what is left on their nodes.
@@ -211,6 +221,123 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	}
 	errs = append(errs, b.startElastic(elastic)...)
 	return errors.Join(errs...)
+}
+
+// exiting reports whether an allocation is stopped but its task has not
+// exited yet: Nomad marks a scaled-down allocation desired-stop at once,
+// while the task checkpoints on SIGTERM for up to its kill_timeout.
+func exiting(a *api.AllocationListStub) bool {
+	return a.DesiredStatus != "run" && (a.ClientStatus == "pending" || a.ClientStatus == "running")
+}
+
+// exitingNow lists the jobs with a task still exiting.
+func exitingNow(by allocsByJob) map[string]bool {
+	jobs := map[string]bool{}
+	for id, allocs := range by {
+		for _, a := range allocs {
+			if exiting(a) {
+				jobs[id] = true
+			}
+		}
+	}
+	return jobs
+}
+
+// overlaps reports whether a start of ids would overlap an exiting task of
+// the same job.
+func overlaps(exitingJobs map[string]bool, ids []string) bool {
+	for _, id := range ids {
+		if exitingJobs[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// splitExiting separates, from one listing, the starts of jobs with a task
+// still exiting (afterExits) from the others.
+func (b *Backend) splitExiting(starts []engine.Assignment, elastic []elasticStart) (ready []engine.Assignment, readyE []elasticStart,
+	held []engine.Assignment, heldE []elasticStart) {
+	if len(starts)+len(elastic) == 0 {
+		return starts, elastic, nil, nil
+	}
+	by, err := b.allAllocs()
+	if err != nil {
+		// Unlisted: every start waits in afterExits, which lists again.
+		return nil, nil, starts, elastic
+	}
+	jobs := exitingNow(by)
+	for _, a := range starts {
+		if overlaps(jobs, a.Jobs) {
+			held = append(held, a)
+		} else {
+			ready = append(ready, a)
+		}
+	}
+	for _, e := range elastic {
+		if overlaps(jobs, e.a.Jobs) {
+			heldE = append(heldE, e)
+		} else {
+			readyE = append(readyE, e)
+		}
+	}
+	return ready, readyE, held, heldE
+}
+
+// afterExits waits until no held start's job has a task still exiting:
+// its new task would read the checkpoint the old one is about to write, so
+// the job would run twice and lose that work. Nomad marks a stopped
+// allocation desired-stop at once, while its task checkpoints on SIGTERM
+// for up to its kill_timeout; such tasks are left by this round's stops (a
+// job moved to other GPUs) or by an agent that died mid-enforcement. (A
+// GPU itself is not handed over early: Nomad places nothing on a device
+// until the allocation holding it has stopped on its client.) A start
+// still held at the ack timeout is dropped with an error and planned again
+// next round.
+func (b *Backend) afterExits(starts []engine.Assignment, elastic []elasticStart) ([]engine.Assignment, []elasticStart, []error) {
+	var jobs map[string]bool // with a task exiting, at the last listing
+	anyHeld := func() bool {
+		for _, a := range starts {
+			if overlaps(jobs, a.Jobs) {
+				return true
+			}
+		}
+		for _, e := range elastic {
+			if overlaps(jobs, e.a.Jobs) {
+				return true
+			}
+		}
+		return false
+	}
+	err := b.waitUntil("stopped tasks to exit", func() (bool, error) {
+		by, err := b.allAllocs()
+		if err != nil {
+			return false, err
+		}
+		jobs = exitingNow(by)
+		return !anyHeld(), nil
+	})
+	if err == nil {
+		return starts, elastic, nil
+	}
+	var errs []error
+	var okStarts []engine.Assignment
+	for _, a := range starts {
+		if jobs == nil || overlaps(jobs, a.Jobs) {
+			errs = append(errs, fmt.Errorf("nomad: start %s held: a stopped task of the job has not exited: %w", strings.Join(a.Jobs, "+"), err))
+			continue
+		}
+		okStarts = append(okStarts, a)
+	}
+	var okElastic []elasticStart
+	for _, e := range elastic {
+		if jobs == nil || overlaps(jobs, e.a.Jobs) {
+			errs = append(errs, fmt.Errorf("nomad: start %s held: a stopped task of the job has not exited: %w", strings.Join(e.a.Jobs, "+"), err))
+			continue
+		}
+		okElastic = append(okElastic, e)
+	}
+	return okStarts, okElastic, errs
 }
 
 // startPinned registers the starts (a few at a time), each job with its
