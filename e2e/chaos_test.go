@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/allocator/state"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 	"github.com/rondo-sched/rondo/internal/crashpoint"
@@ -55,9 +56,11 @@ type chaosPlan struct {
 func chaosPlanFromEnv(t *testing.T) chaosPlan {
 	p := chaosPlan{jobs: 20, kills: 3, serverRestarts: 1, clientLosses: 1, steps: 240, finish: 5 * time.Minute, seed: 1}
 	if os.Getenv("RONDO_CHAOS") != "" {
-		// ~25 min of chaos on 6 GPUs: 20 jobs of ~5 GPU-minutes each
-		// outlast it, so every event hits running jobs.
-		p = chaosPlan{jobs: 20, kills: 100, serverRestarts: 10, clientLosses: 10, coldEvery: 10, steps: 7200, finish: 30 * time.Minute, seed: 1}
+		// ~16 min of chaos on 6 GPUs, which train at about two thirds of
+		// their speed meanwhile (every round rotates them): 20 jobs of
+		// ~4 GPU-minutes each outlast it, so every event hits running
+		// jobs (the first full soak's jobs had reached 4,750 steps).
+		p = chaosPlan{jobs: 20, kills: 100, serverRestarts: 10, clientLosses: 10, coldEvery: 10, steps: 6000, finish: 30 * time.Minute, seed: 1}
 	}
 	for env, dst := range map[string]*int{"RONDO_CHAOS_KILLS": &p.kills, "RONDO_CHAOS_SERVER_RESTARTS": &p.serverRestarts,
 		"RONDO_CHAOS_CLIENT_LOSSES": &p.clientLosses, "RONDO_CHAOS_STEPS": &p.steps} {
@@ -567,10 +570,38 @@ func TestChaosOnNomad(t *testing.T) {
 		}
 		var spans []span
 		for _, al := range allocs {
-			if al.ClientStatus == "failed" {
-				t.Errorf("job %s: allocation %s failed", id, al.ID)
-			}
 			ts := al.TaskStates["train"]
+			if al.ClientStatus == "failed" {
+				// A task killed with its client: once the client is back
+				// it may report the allocation failed (its task could not
+				// be restored) rather than leave it lost. Any other failure
+				// (the trainer exiting non-zero: a torn checkpoint) fails.
+				var events []string
+				trainerFailed := false
+				if ts != nil {
+					for _, e := range ts.Events {
+						events = append(events, fmt.Sprintf("%s %s (exit %d) %s", time.Unix(0, e.Time).Format("15:04:05.000"),
+							e.Type, e.ExitCode, e.DisplayMessage))
+						if e.Type == api.TaskTerminated && e.ExitCode != 0 {
+							trainerFailed = true
+						}
+					}
+				}
+				node := nodeName[al.NodeID]
+				withClient := false
+				if ts != nil && !ts.StartedAt.IsZero() {
+					for _, at := range lostAt[node] {
+						if at.After(ts.StartedAt) && (ts.FinishedAt.IsZero() || !ts.FinishedAt.Before(at)) {
+							withClient = true
+						}
+					}
+				}
+				if withClient && !trainerFailed {
+					t.Logf("job %s: allocation %.8s on %s, lost with the client, reported failed by it on its return: %v", id, al.ID, node, events)
+				} else {
+					t.Errorf("job %s: allocation %.8s on %s failed: %v", id, al.ID, node, events)
+				}
+			}
 			if ts == nil || ts.StartedAt.IsZero() {
 				continue
 			}

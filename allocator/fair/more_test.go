@@ -238,7 +238,7 @@ func TestNewValidates(t *testing.T) {
 
 // The default quantum keeps one switch (SwitchS) under 2% of it.
 func TestDefaultQuantumRounds(t *testing.T) {
-	for roundS, want := range map[float64]int{360: 1, 60: 1, 50: 1, 49: 2, 4: 13, 0: 1} {
+	for roundS, want := range map[float64]int{360: 1, 100: 1, 99: 2, 50: 2, 49: 3, 4: 25, 0: 1} {
 		if got := DefaultQuantumRounds(roundS); got != want {
 			t.Errorf("round %gs: %d rounds, want %d", roundS, got, want)
 		}
