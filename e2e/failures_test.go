@@ -341,6 +341,19 @@ func eventAfter(logs, job string, t time.Time) bool {
 // a task ended, so its span ends at lostAt. It returns how many ran.
 func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) int {
 	t.Helper()
+	return noOverlapWith(t, c, id, func(a *api.AllocationListStub, ts *api.TaskState) time.Time {
+		if !lostAt.IsZero() && (a.ClientStatus == "lost" || (ts.FinishedAt.IsZero() && ts.StartedAt.Before(lostAt) && a.ClientStatus != "running")) {
+			return lostAt
+		}
+		return time.Time{}
+	})
+}
+
+// noOverlapWith checks that no two task runs of a job overlap in time, a
+// run ending at its finish, else at lostAt's answer (when it died with its
+// client: zero if it did not), else now. It returns how many ran.
+func noOverlapWith(t *testing.T, c *api.Client, id string, lostAt func(*api.AllocationListStub, *api.TaskState) time.Time) int {
+	t.Helper()
 	allocs, _, err := c.Jobs().Allocations(id, true, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -356,8 +369,8 @@ func noOverlapLost(t *testing.T, c *api.Client, id string, lostAt time.Time) int
 			continue
 		}
 		end := ts.FinishedAt
-		if !lostAt.IsZero() && (a.ClientStatus == "lost" || (end.IsZero() && ts.StartedAt.Before(lostAt) && a.ClientStatus != "running")) {
-			end = lostAt
+		if lost := lostAt(a, ts); !lost.IsZero() && (end.IsZero() || lost.Before(end)) {
+			end = lost
 		}
 		if end.IsZero() {
 			end = time.Now()
