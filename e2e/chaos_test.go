@@ -470,12 +470,7 @@ func TestChaosOnNomad(t *testing.T) {
 			active := !finished()
 			// The client holding the most running jobs.
 			onNode := map[string][]string{}
-			nodeName := map[string]string{}
-			if nodes, _, err := c.Nodes().List(nil); err == nil {
-				for _, n := range nodes {
-					nodeName[n.ID] = n.Name
-				}
-			}
+			nodeName := nodeNames(t, c)
 			// (A round's enforcement may be stopping every job: wait for
 			// its starts.)
 			cluster.WaitFor(15*time.Second, "running jobs", func() (bool, error) {
@@ -503,18 +498,7 @@ func TestChaosOnNomad(t *testing.T) {
 			if err := s.c.KillClient(victim); err != nil {
 				t.Fatal(err)
 			}
-			s.waitFor(60*time.Second, "Nomad to mark "+victim+" down", func() (bool, error) {
-				nodes, _, err := c.Nodes().List(nil)
-				if err != nil {
-					return false, nil
-				}
-				for _, n := range nodes {
-					if n.Name == victim {
-						return n.Status == "down", nil
-					}
-				}
-				return false, nil
-			})
+			s.waitNodeDown(victim)
 			down := time.Since(t0)
 			if err := s.c.RestartClient(victim, 60*time.Second); err != nil {
 				t.Fatal(err)
@@ -550,14 +534,7 @@ func TestChaosOnNomad(t *testing.T) {
 
 	// Zero jobs lost: each job's last allocation completed its steps, none
 	// failed; zero double runs: no two task runs of a job overlap.
-	nodeName := map[string]string{}
-	nodes, _, err := c.Nodes().List(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		nodeName[n.ID] = n.Name
-	}
+	nodeName := nodeNames(t, c)
 	for _, id := range ids {
 		allocs, _, err := c.Jobs().Allocations(id, true, nil)
 		if err != nil {

@@ -137,14 +137,7 @@ func TestFailuresOnNomad(t *testing.T) {
 			t.Errorf("job %s: %s = %q", id, rnomad.LeaseAddrEnv, got)
 		}
 	}
-	nodeName := map[string]string{}
-	nodes, _, err := c.Nodes().List(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		nodeName[n.ID] = n.Name
-	}
+	nodeName := nodeNames(t, c)
 	// Lose the client of f0 (so at least one job must move).
 	lost := nodeName[liveAllocs(c, "f0")[0].NodeID]
 	var moved []string
@@ -170,18 +163,7 @@ func TestFailuresOnNomad(t *testing.T) {
 	if err := s.c.KillClient(lost); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor(60*time.Second, "Nomad to mark the lost client down", func() (bool, error) {
-		nodes, _, err := c.Nodes().List(nil)
-		if err != nil {
-			return false, nil
-		}
-		for _, n := range nodes {
-			if n.Name == lost {
-				return n.Status == "down", nil
-			}
-		}
-		return false, fmt.Errorf("node %s not listed", lost)
-	})
+	s.waitNodeDown(lost)
 	downAt := time.Now()
 	t.Logf("node %s down %.1fs after the kill", lost, downAt.Sub(killed).Seconds())
 	// Every job runs again within a few rounds: two on the surviving GPUs
@@ -298,6 +280,37 @@ func TestFailuresOnNomad(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nodeNames maps the cluster's node ids to their names.
+func nodeNames(t *testing.T, c *api.Client) map[string]string {
+	t.Helper()
+	nodes, _, err := c.Nodes().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, n := range nodes {
+		names[n.ID] = n.Name
+	}
+	return names
+}
+
+// waitNodeDown waits (a minute at most) until Nomad marks the client down.
+func (s *stack) waitNodeDown(name string) {
+	s.t.Helper()
+	s.waitFor(60*time.Second, "Nomad to mark "+name+" down", func() (bool, error) {
+		nodes, _, err := s.c.API.Nodes().List(nil)
+		if err != nil {
+			return false, nil // the server restarting
+		}
+		for _, n := range nodes {
+			if n.Name == name {
+				return n.Status == "down", nil
+			}
+		}
+		return false, fmt.Errorf("node %s not listed", name)
+	})
 }
 
 var roundLine = regexp.MustCompile(`round: round=(\d+) .*recomputed=true`)
