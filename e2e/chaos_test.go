@@ -142,6 +142,7 @@ type chaosWatch struct {
 	received   map[string]map[string]float64
 	progress   map[string]float64
 	forgiven   map[string]time.Time // lost with a client: less progress accepted until then
+	overlaps   map[string]int       // lines of the job's overlaps.log seen
 	round      int64
 }
 
@@ -167,7 +168,14 @@ func (w *chaosWatch) sample(s *stack, store *state.Store, ids []string) {
 	c := s.c.API
 	allocs, _, aerr := c.Allocations().List(nil)
 	ck, ckAt := map[string]float64{}, map[string]time.Time{}
+	overlaps := map[string][]string{}
 	for _, id := range ids {
+		// The trainer's run lock logs a run started while another still
+		// ran (cmd/rondo-trainer runlock.go): a double run, whatever the
+		// checkpoints show.
+		if b, err := os.ReadFile(filepath.Join(s.ckpt, id, "overlaps.log")); err == nil {
+			overlaps[id] = strings.Split(strings.TrimSpace(string(b)), "\n")
+		}
 		var c struct {
 			Steps float64   `json:"steps"`
 			At    time.Time `json:"at"`
@@ -197,6 +205,10 @@ func (w *chaosWatch) sample(s *stack, store *state.Store, ids []string) {
 		}
 	}
 	for _, id := range ids {
+		for _, line := range overlaps[id][min(w.overlaps[id], len(overlaps[id])):] {
+			w.fail("job %s ran twice: %s", id, line)
+		}
+		w.overlaps[id] = max(w.overlaps[id], len(overlaps[id]))
 		if prev := w.ckpt[id]; ck[id] < prev {
 			var who []string
 			if aerr == nil {
@@ -312,7 +324,7 @@ func TestChaosOnNomad(t *testing.T) {
 		p.jobs, p.steps, len(kills), p.serverRestarts, p.clientLosses, p.seed)
 
 	w := &chaosWatch{ckpt: map[string]float64{}, received: map[string]map[string]float64{}, progress: map[string]float64{},
-		forgiven: map[string]time.Time{}}
+		forgiven: map[string]time.Time{}, overlaps: map[string]int{}}
 	store := state.NewStore(c, state.Options{})
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})

@@ -327,6 +327,14 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "rondo-trainer:", err)
 		return 1
 	}
+	if writer {
+		lock, err := holdRunLock(*dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rondo-trainer:", err)
+			return 1
+		}
+		defer lock.Close()
+	}
 	path := filepath.Join(*dir, "checkpoint.json")
 	ck := checkpoint{Total: total}
 	if b, err := os.ReadFile(path); err == nil {

@@ -409,3 +409,66 @@ func (l *lineLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestRunLock: a second run of a job started while the first still runs
+// logs the overlap to overlaps.log, waits for the first to exit, and
+// resumes from its final checkpoint (nothing lost, nothing run twice).
+func TestRunLock(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "rondo-trainer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	env := append(os.Environ(), "RONDO_CHECKPOINT_DIR="+dir, "NOMAD_META_rondo.model=LM (batch size 20)",
+		"NOMAD_META_rondo.steps=100000", "RONDO_GPU_TYPE=v100", "CUDA_VISIBLE_DEVICES=GPU-0", "RONDO_PROGRESS_INTERVAL=0")
+	start := func(alloc string) (*exec.Cmd, *bufio.Scanner) {
+		cmd := exec.Command(bin)
+		cmd.Env = append(env, "NOMAD_ALLOC_ID="+alloc)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, bufio.NewScanner(out)
+	}
+	first, out1 := start("first")
+	if !out1.Scan() || !strings.Contains(out1.Text(), "resuming at 0/") {
+		t.Fatalf("first: %q", out1.Text())
+	}
+	go io.Copy(io.Discard, struct{ io.Reader }{strings.NewReader("")})
+	second, out2 := start("second")
+	// The second waits on the lock: it logs the overlap and prints nothing.
+	deadline := time.Now().Add(10 * time.Second)
+	var log []byte
+	for time.Now().Before(deadline) {
+		if log, _ = os.ReadFile(filepath.Join(dir, overlapsFile)); len(log) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(string(log), "alloc second pid ") || !strings.Contains(string(log), "while alloc first pid ") {
+		t.Fatalf("overlaps.log: %q", log)
+	}
+	time.Sleep(300 * time.Millisecond)
+	first.Process.Signal(syscall.SIGTERM)
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	final := readCk(t, dir)
+	if !out2.Scan() || !strings.Contains(out2.Text(), fmt.Sprintf("resuming at %.0f/", final.Steps)) {
+		t.Fatalf("second resumed with %q, first's final checkpoint %.3f", out2.Text(), final.Steps)
+	}
+	second.Process.Signal(syscall.SIGTERM)
+	if err := second.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if ck := readCk(t, dir); ck.Steps < final.Steps {
+		t.Errorf("checkpoint went back: %.3f then %.3f", final.Steps, ck.Steps)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, runLockFile)); !strings.Contains(string(b), "alloc second") {
+		t.Errorf("run.lock names %q, want the second run", b)
+	}
+}
