@@ -2,7 +2,6 @@ package policies
 
 import (
 	"math"
-	"slices"
 )
 
 // dw is the decomposition's working state for one maxMin program in scaled
@@ -31,6 +30,10 @@ type dw struct {
 	order  []int32   // slots that can start a segment, by (t, slot)
 	dslope []float64 // n·(k+1): slope change at the slot, this pass
 
+	sv   []float64 // n·k: job m's positive points' levels, ascending
+	styp []int8    // n·k: their types
+	np   []uint8   // job m's positive points
+
 	hullTyp []int8  // n·(k+1): the hull's vertices by type (-1: origin)
 	hullLen []uint8 // vertices on job m's hull
 	pts     []hullPoint
@@ -43,78 +46,116 @@ func newDW(n, k int) *dw {
 		hullTyp: make([]int8, n*s), hullLen: make([]uint8, n), pts: make([]hullPoint, s)}
 }
 
-// sortBreakpoints fills slotT and order; e, cap, w and floor must be set.
-func (d *dw) sortBreakpoints() {
+// prepare fills the per-job point order and the sorted breakpoints; e,
+// cap, w and floor must be set. Both depend only on the program, not on the
+// prices, so they are computed once per solve.
+func (d *dw) prepare() {
 	k, s := d.k, d.k+1
-	type key struct {
-		t    float64
-		slot int32
-	}
-	keys := make([]key, 0, d.n*2)
+	d.sv = make([]float64, d.n*k)
+	d.styp = make([]int8, d.n*k)
+	d.np = make([]uint8, d.n)
+	keys := make([]radixKey, 0, d.n*2)
 	for m := 0; m < d.n; m++ {
+		// The job's points by (level, type): the hull's candidates in the
+		// order hull() sorts them, up to ties in level, which price
+		// resolves by cost.
+		cp := d.cap[m]
+		sv, st := d.sv[m*k:m*k+k], d.styp[m*k:m*k+k]
+		np := 0
+		for j := 0; j < k; j++ {
+			ej := d.e[m*k+j]
+			if ej <= 0 {
+				continue
+			}
+			v := cp * ej
+			i := np
+			for ; i > 0 && sv[i-1] > v; i-- {
+				sv[i], st[i] = sv[i-1], st[i-1]
+			}
+			sv[i], st[i] = v, int8(j)
+			np++
+		}
+		d.np[m] = uint8(np)
 		w := d.w[m]
-		if w <= 0 {
+		if w <= 0 || np == 0 {
 			continue
 		}
 		v0 := d.floor[m]
-		top := 0.0
-		for j := 0; j < k; j++ {
-			top = math.Max(top, d.cap[m]*d.e[m*k+j])
-		}
+		top := sv[np-1]
 		d.slotT[m*s+k] = v0 / w
-		keys = append(keys, key{v0 / w, int32(m*s + k)})
-		for j := 0; j < k; j++ {
-			// A point at or below the floor, or the job's highest point,
+		keys = append(keys, radixKey{math.Float64bits(v0 / w), int32(m*s + k)})
+		for i := 0; i < np; i++ {
+			// A point at or below the floor, or at the job's highest level,
 			// never starts a segment.
-			if v := d.cap[m] * d.e[m*k+j]; v > v0 && v < top {
-				d.slotT[m*s+j] = v / w
-				keys = append(keys, key{v / w, int32(m*s + j)})
+			if v := sv[i]; v > v0 && v < top {
+				d.slotT[m*s+int(st[i])] = v / w
+				keys = append(keys, radixKey{math.Float64bits(v / w), int32(m*s + int(st[i]))})
 			}
 		}
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if a.t < b.t {
-			return -1
-		}
-		if a.t > b.t {
-			return 1
-		}
-		return int(a.slot - b.slot)
-	})
+	// Breakpoints are ≥ 0, so their bits order like the numbers; a stable
+	// radix sort keeps slot order among equal ones (deterministic).
+	keys = radixSort(keys)
 	d.order = d.order[:0]
 	for _, kk := range keys {
 		d.order = append(d.order, kk.slot)
 	}
 }
 
-// hullOf computes job m's hull under prices λ into hullTyp/hullLen (as
-// hull() does: points by (level, cost, type), the cheapest of equal levels,
-// convex from the origin) and returns its vertices in d.pts.
+type radixKey struct {
+	bits uint64
+	slot int32
+}
+
+// radixSort sorts keys by bits, stably, 16 bits a pass (passes where every
+// key has the same digit are skipped).
+func radixSort(keys []radixKey) []radixKey {
+	tmp := make([]radixKey, len(keys))
+	var count [1 << 16]int
+	for shift := uint(0); shift < 64; shift += 16 {
+		clear(count[:])
+		for _, kk := range keys {
+			count[(kk.bits>>shift)&0xffff]++
+		}
+		if len(keys) > 0 && count[(keys[0].bits>>shift)&0xffff] == len(keys) {
+			continue
+		}
+		sum := 0
+		for i, c := range count {
+			count[i] = sum
+			sum += c
+		}
+		for _, kk := range keys {
+			b := (kk.bits >> shift) & 0xffff
+			tmp[count[b]] = kk
+			count[b]++
+		}
+		keys, tmp = tmp, keys
+	}
+	return keys
+}
+
+// hullOf computes job m's hull under prices λ into hullTyp/hullLen, as
+// hull() does (points by level, the cheapest of equal levels, then lowest
+// type; convex from the origin), and returns its vertices in d.pts.
 func (d *dw) hullOf(m int, lambda []float64) []hullPoint {
 	k, s := d.k, d.k+1
 	cp := d.cap[m]
-	// pts[0] is the origin, pts[1:] the points by (level, cost, type);
-	// the hull is then built in place (its i-th vertex is written only
-	// after the i-th point was read).
-	pts := d.pts[:1]
+	np := int(d.np[m])
+	sv, st := d.sv[m*k:m*k+np], d.styp[m*k:m*k+np]
+	pts := d.pts[:cap(d.pts)]
 	pts[0] = hullPoint{typ: -1}
-	for j := 0; j < k; j++ {
-		if ej := d.e[m*k+j]; ej > 0 {
-			p := hullPoint{v: cp * ej, c: cp * lambda[j], typ: j}
-			i := len(pts)
-			pts = append(pts, p)
-			for ; i > 1 && hullLess(p, pts[i-1]); i-- {
-				pts[i] = pts[i-1]
-			}
-			pts[i] = p
-		}
-	}
-	np := len(pts) - 1
 	h := 1
-	for i := 1; i <= np; i++ {
-		p := pts[i]
+	for i := 0; i < np; i++ {
+		typ := int(st[i])
+		p := hullPoint{v: sv[i], c: cp * lambda[typ], typ: typ}
 		if last := pts[h-1]; last.typ >= 0 && last.v == p.v {
-			continue
+			// Equal levels: keep the cheapest (then the lower type).
+			if p.c < last.c || (p.c == last.c && p.typ < last.typ) {
+				h--
+			} else {
+				continue
+			}
 		}
 		for h > 1 {
 			a, b := pts[h-2], pts[h-1]

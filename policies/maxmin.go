@@ -183,7 +183,7 @@ func (p *maxMin) solve() (*maxMinResult, error) {
 		}
 		d.floor[m] = p.floor[m] / scale
 	}
-	d.sortBreakpoints()
+	d.prepare()
 	// Prices are per GPU in units of t, so they scale with it.
 	res, err := d.solveFlat(p.warm, p.warmT/scale, scaleAll(p.seedPrices, 1/scale))
 	if err != nil {
