@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
@@ -185,6 +186,44 @@ func TestSweepOnNomad(t *testing.T) {
 	if l, n := sweepJournal(t, local), sweepJournal(t, onNomad); l != n || !strings.Contains(l, `"jcts":[`) {
 		t.Errorf("runs.jsonl (JCTs) differ:\nlocal: %s\nnomad: %s", l, n)
 	}
+
+	// No client can run the jobs (no such datacenter): one line at the
+	// first job, nothing left.
+	start = time.Now()
+	code, _, errOut = run(nil, append(common, "--out", filepath.Join(dir, "nowhere"), "-on-nomad", "-address", a.HTTPAddr,
+		"-nomad-datacenters", "nowhere")...)
+	if code != 1 || !strings.Contains(errOut, "no Nomad client can run the sweep's jobs") {
+		t.Errorf("datacenter nowhere: exit %d, stderr:\n%s", code, errOut)
+	}
+	t.Logf("unplaceable sweep failed in %.1f s", time.Since(start).Seconds())
+	noSweepJobsLeft(t, a)
+
+	// Ctrl-C while points run: every job purged, -resume named.
+	sleeper := filepath.Join(dir, "bin", "rondo-sleeper")
+	if err := os.WriteFile(sleeper, []byte("#!/bin/sh\nexec sleep 120\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(rondo, append(common, "--out", filepath.Join(dir, "interrupted"), "-on-nomad", "-address", a.HTTPAddr,
+		"-nomad-binary", sleeper, "-nomad-cpu", "100", "-nomad-memory", "64")...)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	start = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitFor(60*time.Second, "a sweep point running", func() (bool, error) {
+		allocs, _, err := c.Allocations().List(&api.QueryOptions{Filter: `JobID matches "^rondo-sweep-" and ClientStatus == "running"`})
+		return err == nil && len(allocs) > 0, nil
+	})
+	t.Logf("first point running after %.1f s", time.Since(start).Seconds())
+	start = time.Now()
+	_ = cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	t.Logf("interrupted sweep exited in %.1f s", time.Since(start).Seconds())
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "interrupted: 0 of 8 points done; the sweep's jobs are purged") {
+		t.Errorf("interrupted sweep: %v, stderr:\n%s", err, e.String())
+	}
+	noSweepJobsLeft(t, a)
 }
 
 func sweepFile(t *testing.T, path string) string {

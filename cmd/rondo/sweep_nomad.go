@@ -449,6 +449,7 @@ func (g *nomadGather) watch(ctx context.Context, regErr <-chan error) (int, erro
 	seen := map[string]bool{} // allocations handled
 	failed := 0
 	var index uint64
+	var lastQuery time.Time
 	registering := true
 	for g.done < g.total {
 		if registering {
@@ -461,8 +462,21 @@ func (g *nomadGather) watch(ctx context.Context, regErr <-chan error) (int, erro
 			default:
 			}
 		}
+		// One blocking query at most every second, without task states
+		// (a failed allocation's are read alone): a 1,000-point sweep's
+		// allocations are listed at most once a second, however many
+		// change.
+		if wait := time.Until(lastQuery.Add(time.Second)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		lastQuery = time.Now()
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: 5 * time.Second,
-			Filter: fmt.Sprintf("JobID matches %q", "^"+g.prefix+"-[0-9]+$")}).WithContext(ctx)
+			Filter: fmt.Sprintf("JobID matches %q", "^"+g.prefix+"-[0-9]+$"),
+			Params: map[string]string{"task_states": "false"}}).WithContext(ctx)
 		stubs, meta, err := g.client.Allocations().List(q)
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
@@ -551,7 +565,11 @@ func (g *nomadGather) result(ctx context.Context, a *api.AllocationListStub, p n
 // node, task events and stderr tail.
 func (g *nomadGather) fail(p nomadPoint, a *api.AllocationListStub, what string) {
 	var events []string
-	if ts := a.TaskStates[sweepTask]; ts != nil {
+	states := a.TaskStates
+	if full, _, err := g.client.Allocations().Info(a.ID, &api.QueryOptions{Namespace: a.Namespace}); err == nil {
+		states = full.TaskStates
+	}
+	if ts := states[sweepTask]; ts != nil {
 		for _, e := range ts.Events {
 			if e.DisplayMessage != "" && e.Type != "Received" && e.Type != "Task Setup" && e.Type != "Started" {
 				events = append(events, e.Type+": "+e.DisplayMessage)
@@ -634,20 +652,42 @@ func (g *nomadGather) purge(jobID string) {
 }
 
 // purgeAll purges every job of the sweep still registered, and any the
-// server lists under its prefix (a registration in flight).
+// server lists under its prefix (a registration in flight). Jobs with
+// running points (an error, Ctrl-C) are stopped first and purged once
+// their allocations have stopped (at most 20 s), so that Nomad records
+// the stop of each.
 func (g *nomadGather) purgeAll() {
 	g.mu.Lock()
-	var ids []string
+	ids := map[string]bool{}
 	for id := range g.live {
-		ids = append(ids, id)
+		ids[id] = true
 	}
+	g.live = map[string]bool{}
 	g.mu.Unlock()
-	for _, id := range ids {
-		g.purge(id)
-	}
 	if jobs, _, err := g.client.Jobs().PrefixList(g.prefix + "-"); err == nil {
 		for _, j := range jobs {
-			_, _, _ = g.client.Jobs().Deregister(j.ID, true, nil)
+			ids[j.ID] = true
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	for id := range ids {
+		_, _, _ = g.client.Jobs().Deregister(id, false, nil)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		allocs, _, err := g.client.Allocations().List(&api.QueryOptions{
+			Filter: fmt.Sprintf("JobID matches %q and ClientStatus in [\"pending\", \"running\"]", "^"+g.prefix+"-[0-9]+$"),
+			Params: map[string]string{"task_states": "false"}})
+		if err != nil || len(allocs) == 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for id := range ids {
+		if _, _, err := g.client.Jobs().Deregister(id, true, nil); err != nil {
+			g.logLine(fmt.Sprintf("nomad: purging %s: %v", id, err))
 		}
 	}
 }
