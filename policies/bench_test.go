@@ -33,7 +33,7 @@ func benchPolicy(b *testing.B, policy string, sizes []int, pairs bool) {
 }
 
 func BenchmarkLAS(b *testing.B) {
-	benchPolicy(b, "max_min_fairness_perf", []int{256, 1024, 2048, 4096, 10000}, false)
+	benchPolicy(b, "max_min_fairness_perf", []int{256, 1024, 2048, 4096, 10000, 100000}, false)
 }
 
 func BenchmarkLASClp(b *testing.B) {
@@ -61,11 +61,11 @@ func BenchmarkLASClp(b *testing.B) {
 }
 
 func BenchmarkHierarchical(b *testing.B) {
-	benchPolicy(b, "max_min_fairness_water_filling_perf", []int{256, 1024, 2048}, false)
+	benchPolicy(b, "max_min_fairness_water_filling_perf", []int{256, 1024, 2048, 10000}, false)
 }
 
 func BenchmarkLASPacked(b *testing.B) {
-	benchPolicy(b, "max_min_fairness_packed", []int{128, 256, 512}, true)
+	benchPolicy(b, "max_min_fairness_packed", []int{128, 256, 512, 1024, 2048}, true)
 }
 
 func BenchmarkFTF(b *testing.B) {
@@ -74,4 +74,27 @@ func BenchmarkFTF(b *testing.B) {
 
 func BenchmarkMakespan(b *testing.B) {
 	benchPolicy(b, "min_total_duration_perf", []int{256, 2048}, false)
+}
+
+// BenchmarkLASCore is the decomposition alone (mm.solve on a built
+// instance): Solve's time less validation, the dense instance, fillLeftover
+// and the effective throughputs.
+func BenchmarkLASCore(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		p := benchProblem(n)
+		in := newInstance(p)
+		mm := lasProblem(in, in.tput)
+		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
+			var res *maxMinResult
+			var err error
+			for i := 0; i < b.N; i++ {
+				if res, err = mm.solve(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(res.t, "objective")
+			b.ReportMetric(float64(res.passes), "passes")
+			b.ReportMetric(1e9*res.gap/res.t, "certified_rel_gap_x1e9")
+		})
+	}
 }

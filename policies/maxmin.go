@@ -1,10 +1,8 @@
 package policies
 
 import (
-	"cmp"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/rondo-sched/rondo/policies/lp"
 )
@@ -49,6 +47,9 @@ type maxMinResult struct {
 	// the final prices: seeds for the next, similar solve.
 	prices [][]float64
 }
+
+// errFloorsNeedWarm: the zero column is infeasible when floors are demanded.
+var errFloorsNeedWarm = fmt.Errorf("maxmin: floors need a warm start")
 
 // relTol is the certified relative optimality gap at which the
 // decomposition stops (the dense master is exact enough to reach it).
@@ -154,69 +155,6 @@ func costAt(h []hullPoint, v float64) float64 {
 	return 0
 }
 
-type event struct {
-	t, dslope float64
-}
-
-// price finds t maximizing t − Σ_m cost_m(max(floor_m, w_m·t)) under prices
-// λ, returning t and that maximum.
-func (p *maxMin) price(lambda []float64, hulls [][]hullPoint, events []event) (float64, float64, []event) {
-	n := len(p.e)
-	tmax := math.Inf(1)
-	events = events[:0]
-	constCost := 0.0
-	for m := 0; m < n; m++ {
-		hulls[m] = hull(p.e[m], p.cap[m], lambda, hulls[m])
-		h := hulls[m]
-		top := h[len(h)-1].v
-		if p.w[m] <= 0 {
-			constCost += costAt(h, p.floor[m])
-			continue
-		}
-		tmax = math.Min(tmax, top/p.w[m])
-		v0 := p.floor[m]
-		constCost += costAt(h, v0)
-		// Slope of the job's cost in t, starting where w·t passes floor.
-		prev := 0.0
-		for i := 1; i < len(h); i++ {
-			if h[i].v <= v0 {
-				continue
-			}
-			slope := p.w[m] * (h[i].c - h[i-1].c) / (h[i].v - h[i-1].v)
-			start := math.Max(v0, h[i-1].v) / p.w[m]
-			events = append(events, event{t: start, dslope: slope - prev})
-			prev = slope
-		}
-	}
-	if math.IsInf(tmax, 1) {
-		return 0, -constCost, events
-	}
-	slices.SortFunc(events, func(a, b event) int { return cmp.Compare(a.t, b.t) })
-	// Sweep: F(t) = t − Σ cost, concave; walk right while its slope is > 0.
-	t, slope := 0.0, 0.0
-	for _, ev := range events {
-		if ev.t > tmax {
-			break
-		}
-		if ev.t > t {
-			if slope >= 1 {
-				break
-			}
-			t = ev.t
-		}
-		slope += ev.dslope
-	}
-	if slope < 1 {
-		t = tmax
-	}
-	// Evaluate F(t) exactly.
-	f := t
-	for m := 0; m < n; m++ {
-		f -= costAt(hulls[m], math.Max(p.floor[m], p.w[m]*t))
-	}
-	return t, f, events
-}
-
 // levelOf is job m's demanded level at t.
 func (p *maxMin) levelOf(m int, t float64) float64 { return math.Max(p.floor[m], p.w[m]*t) }
 
@@ -237,20 +175,17 @@ func (p *maxMin) solve() (*maxMinResult, error) {
 	if math.IsInf(scale, 1) || scale <= 0 {
 		scale = 1
 	}
-	q := *p
-	q.e = make([][]float64, n)
-	q.floor = make([]float64, n)
+	d := newDW(n, k)
+	d.cap, d.w, d.capacity = p.cap, p.w, p.capacity
 	for m := range p.e {
-		q.e[m] = make([]float64, k)
 		for j, v := range p.e[m] {
-			q.e[m][j] = v / scale
+			d.e[m*k+j] = v / scale
 		}
-		q.floor[m] = p.floor[m] / scale
+		d.floor[m] = p.floor[m] / scale
 	}
-	q.warmT = p.warmT / scale
+	d.prepare()
 	// Prices are per GPU in units of t, so they scale with it.
-	q.seedPrices = scaleAll(p.seedPrices, 1/scale)
-	res, err := q.solveScaled()
+	res, err := d.solveFlat(p.warm, p.warmT/scale, scaleAll(p.seedPrices, 1/scale))
 	if err != nil {
 		return nil, err
 	}
@@ -269,107 +204,6 @@ func scaleAll(vs [][]float64, f float64) [][]float64 {
 		}
 	}
 	return out
-}
-
-func (p *maxMin) solveScaled() (*maxMinResult, error) {
-	n, k := len(p.e), len(p.capacity)
-	hulls := make([][]hullPoint, n)
-	var events []event
-	r := make([]float64, k)
-	var cols []column
-	if p.warm != nil {
-		use := make([]float64, k)
-		for m := range p.warm {
-			for j, v := range p.warm[m] {
-				use[j] += v
-			}
-		}
-		cols = append(cols, column{t: p.warmT, use: use})
-	} else {
-		// Zero column: feasible when no floors are demanded.
-		for m := range p.floor {
-			if p.floor[m] > 0 {
-				return nil, fmt.Errorf("maxmin: floors need a warm start")
-			}
-		}
-		cols = append(cols, column{t: 0, use: make([]float64, k)})
-	}
-	// addColumn adds the cheapest point at level t under the hulls of the
-	// last pricing, which was at λ.
-	addColumn := func(lambda []float64, t float64) {
-		use := make([]float64, k)
-		for m := 0; m < n; m++ {
-			pointAt(hulls[m], p.levelOf(m, t), p.cap[m], r)
-			for j := range r {
-				use[j] += r[j]
-			}
-		}
-		cols = append(cols, column{t: t, use: use, lambda: append([]float64(nil), lambda...)})
-	}
-	for _, lambda := range p.seedPrices {
-		if len(lambda) == k {
-			t, _, ev := p.price(lambda, hulls, events)
-			events = ev
-			addColumn(lambda, t)
-		}
-	}
-	var lambda, mu []float64
-	var lower float64
-	var err error
-	res := &maxMinResult{}
-	const maxPasses = 500
-	for pass := 0; pass < maxPasses; pass++ {
-		mu, lambda, lower, err = solveMaster(cols, p.capacity)
-		if err != nil {
-			return nil, err
-		}
-		t, f, ev := p.price(lambda, hulls, events)
-		events = ev
-		upper := f
-		for j := 0; j < k; j++ {
-			upper += lambda[j] * p.capacity[j]
-		}
-		res.passes = pass + 1
-		res.t = lower
-		res.gap = upper - lower
-		if upper-lower <= relTol*math.Max(math.Abs(lower), 1e-6) {
-			break
-		}
-		addColumn(lambda, t)
-	}
-	res.prices = append(res.prices, append([]float64(nil), lambda...))
-	// Rebuild the allocation as the master's convex mix of columns,
-	// re-pricing each used column at the prices it was generated with.
-	res.r = make([][]float64, n)
-	for m := range res.r {
-		res.r[m] = make([]float64, k)
-	}
-	for i, c := range cols {
-		if i >= len(mu) || mu[i] <= 1e-13 {
-			continue
-		}
-		if c.lambda != nil {
-			res.prices = append(res.prices, c.lambda)
-		}
-		if c.lambda == nil {
-			if p.warm != nil && i == 0 {
-				for m := range res.r {
-					for j := range res.r[m] {
-						res.r[m][j] += mu[i] * p.warm[m][j]
-					}
-				}
-			}
-			continue
-		}
-		for m := 0; m < n; m++ {
-			hulls[m] = hull(p.e[m], p.cap[m], c.lambda, hulls[m])
-			pointAt(hulls[m], p.levelOf(m, c.t), p.cap[m], r)
-			for j := range r {
-				res.r[m][j] += mu[i] * r[j]
-			}
-		}
-	}
-	return res, nil
 }
 
 // solveMaster solves the Dantzig–Wolfe master over columns: maximize

@@ -33,6 +33,7 @@ type sweepCmd struct {
 	round, maxTime, cdfRate, yMax, cpus, memGB                                 float64
 	multiGPU, multiPriority, compat, ideal, resume, plotOnly, synergyCompat    bool
 	progress                                                                   bool
+	nomad                                                                      sweepNomad
 }
 
 func newSweep() *sweepCmd {
@@ -55,7 +56,7 @@ func newSweep() *sweepCmd {
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
 	f.Float64Var(&c.maxTime, "max-time", 0, "stop a run at this virtual time, seconds (0: 4x the window's last arrival + 2,000 h)")
 	f.IntVar(&c.maxActive, "max-active", 2500, "stop a run once more jobs than this are active (the rate is not sustained); 0: no limit")
-	f.IntVar(&c.parallel, "parallel", runtime.GOMAXPROCS(0), "concurrent runs")
+	f.IntVar(&c.parallel, "parallel", runtime.GOMAXPROCS(0), "concurrent runs; with -on-nomad the points in Nomad at once (default there 0: no limit, Nomad queues them)")
 	f.StringVar(&c.outDir, "out", "", "output directory (runs.csv, summary.csv, results.json, jct_vs_rate.svg, jct_cdf.svg)")
 	f.Float64Var(&c.cdfRate, "cdf-rate", 0, "rate of the JCT CDF plot (default: the highest rate every policy finished)")
 	f.BoolVar(&c.resume, "resume", false, "reuse the finished runs journaled in DIR/runs.jsonl by an earlier, interrupted sweep")
@@ -68,6 +69,7 @@ func newSweep() *sweepCmd {
 	f.StringVar(&c.title, "title", "", "figure title")
 	f.BoolVar(&c.progress, "progress", false, "a progress bar with ETA on stderr even when it is not a terminal (default: only on a terminal)")
 	f.Float64Var(&c.yMax, "ymax", 0, "top of the JCT axis, hours (0: automatic)")
+	c.nomad.register(f)
 	return c
 }
 
@@ -148,6 +150,12 @@ func (c *sweepCmd) Run(args []string) int {
 	}
 	if c.policies == "" || c.outDir == "" {
 		return c.fail(fmt.Errorf("--policies and --out are required"))
+	}
+	if err := c.nomad.check(c.flags); err != nil {
+		return c.fail(err)
+	}
+	if c.nomad.on && !flagGiven(c.flags, "parallel") {
+		c.parallel = 0
 	}
 	types, err := sim.ParseCluster(c.cluster)
 	if err != nil {
@@ -235,13 +243,25 @@ func (c *sweepCmd) Run(args []string) int {
 	wantBar := progress.Enabled(c.stderr, c.progress)
 	var bar *progress.Bar
 	defer func() { bar.Done(true) }()
-	cfg.Progress = func(done, total int, r *sweep.Run) {
+	// logLine prints a line above the bar (or alone without one).
+	logLine := func(line string) {
+		if bar == nil {
+			fmt.Fprintln(c.stderr, line)
+			return
+		}
+		bar.Line(line)
+	}
+	// onRun reports one finished run; journal: append it to runs.jsonl
+	// (not a point Nomad failed to run, so that -resume retries it).
+	onRun := func(done, total int, r *sweep.Run, journal bool) {
 		executed++
 		if bar == nil && wantBar {
 			bar = progress.New(c.stderr, "sweep", total)
 		}
-		if err := sweep.AppendJournal(jf, r); err != nil {
-			fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
+		if journal {
+			if err := sweep.AppendJournal(jf, r); err != nil {
+				fmt.Fprintf(c.stderr, "rondo simulate sweep: journal: %v\n", err)
+			}
 		}
 		status := "ok"
 		switch {
@@ -258,18 +278,25 @@ func (c *sweepCmd) Run(args []string) int {
 		}
 		line := fmt.Sprintf("[%d/%d %.0fs] %s rate=%g seed=%d: %s (%.1f s, %.0f sim-h/s)", done, total,
 			time.Since(start).Seconds(), r.Policy, r.Rate, r.Seed, status, wall, r.SimHoursPerWallS)
-		if bar == nil {
-			fmt.Fprintln(c.stderr, line)
-			return
+		logLine(line)
+		if bar != nil {
+			bar.Set(done, "")
 		}
-		bar.Line(line)
-		bar.Set(done, "")
 	}
+	cfg.Progress = func(done, total int, r *sweep.Run) { onRun(done, total, r, true) }
 	var runs []sweep.Run
-	if c.plotOnly {
+	failedOnNomad := 0
+	switch {
+	case c.plotOnly:
 		runs = cfg.Done
-	} else if runs, err = sweep.Execute(cfg); err != nil {
-		return c.fail(err)
+	case c.nomad.on:
+		if runs, failedOnNomad, err = c.executeOnNomad(cfg, onRun, logLine); err != nil {
+			return c.fail(err)
+		}
+	default:
+		if runs, err = sweep.Execute(cfg); err != nil {
+			return c.fail(err)
+		}
 	}
 	bar.Done(true)
 	rep := &sweep.Report{Command: "rondo " + strings.Join(os.Args[1:], " "), Runs: runs, Points: sweep.Summarize(runs),
@@ -324,12 +351,20 @@ func (c *sweepCmd) Run(args []string) int {
 	for _, p := range rep.Points {
 		fmt.Fprintf(c.stdout, "%-36s %6g %5d/%-2d %12.2f %10.2f %10.1f\n", p.Policy, p.Rate, p.Finished, p.Runs, p.AvgJCTH, p.AvgJCTHSD, p.MakespanH)
 	}
-	if c.plotOnly {
+	switch {
+	case c.plotOnly:
 		fmt.Fprintf(c.stdout, "%d journaled runs, %.0f simulated hours in %.0f run-seconds (%.0f sim-h per run-second); results in %s\n",
 			len(runs), rep.SimHours, rep.RunWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.outDir)
-	} else {
+	case c.nomad.on:
+		fmt.Fprintf(c.stdout, "%d runs, %.0f simulated hours in %.0f s (%.0f sim-h per wall-second; %.0f per run-second), on Nomad, %s; results in %s\n",
+			len(runs), rep.SimHours, rep.ElapsedS, rep.SimHoursPerWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9),
+			map[bool]string{true: "no limit", false: fmt.Sprintf("%d at a time", c.parallel)}[c.parallel <= 0], c.outDir)
+	default:
 		fmt.Fprintf(c.stdout, "%d runs, %.0f simulated hours in %.0f s (%.0f sim-h per wall-second; %.0f per run-second), parallel %d; results in %s\n",
 			len(runs), rep.SimHours, rep.ElapsedS, rep.SimHoursPerWallS, rep.SimHours/math.Max(rep.RunWallS, 1e-9), c.parallel, c.outDir)
+	}
+	if failedOnNomad > 0 {
+		return c.fail(fmt.Errorf("%d of %d points failed on Nomad (above, and in runs.csv's error column); run the same command with -resume to retry only them", failedOnNomad, len(runs)))
 	}
 	return 0
 }
