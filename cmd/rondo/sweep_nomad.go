@@ -528,19 +528,13 @@ func (g *nomadGather) watch(ctx context.Context, regErr <-chan error) (int, erro
 
 // result reads a completed allocation's journal line: the point's run.
 func (g *nomadGather) result(ctx context.Context, a *api.AllocationListStub, p nomadPoint) (sweep.Run, error) {
-	alloc := &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace}
 	var b []byte
 	var err error
-	for try := 0; try < 3; try++ {
-		var rc io.ReadCloser
-		if rc, err = g.client.AllocFS().Cat(alloc, sweepResult, (&api.QueryOptions{Namespace: a.Namespace}).WithContext(ctx)); err == nil {
-			b, err = io.ReadAll(rc)
-			rc.Close()
-			if err == nil {
-				break
-			}
+	for try := 0; try < 5 && ctx.Err() == nil; try++ {
+		if b, err = g.fsGet(ctx, "cat", a, map[string]string{"path": sweepResult}); err == nil {
+			break
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Duration(try+1) * time.Second)
 	}
 	if err != nil {
 		return sweep.Run{}, fmt.Errorf("exited 0 but its result %s could not be read: %v", sweepResult, err)
@@ -605,29 +599,29 @@ func lastLine(s string) string {
 
 // stderrTail is the last few KB of the task's stderr ("" when unreadable).
 func (g *nomadGather) stderrTail(a *api.AllocationListStub) string {
-	alloc := &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: a.Namespace}
-	cancel := make(chan struct{})
-	defer close(cancel)
-	frames, errs := g.client.AllocFS().Logs(alloc, false, sweepTask, "stderr", "end", int64(g.c.nomad.stderrTailKB)<<10, cancel,
-		&api.QueryOptions{Namespace: a.Namespace})
-	if frames == nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := g.fsGet(ctx, "logs", a, map[string]string{"task": sweepTask, "type": "stderr", "origin": "end",
+		"offset": strconv.Itoa(g.c.nomad.stderrTailKB << 10), "plain": "true"})
+	if err != nil {
 		return ""
 	}
-	var b strings.Builder
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case f, ok := <-frames:
-			if !ok {
-				return b.String()
-			}
-			b.Write(f.Data)
-		case <-errs:
-			return b.String()
-		case <-timeout:
-			return b.String()
-		}
+	return string(b)
+}
+
+// fsGet reads /v1/client/fs/<op>/<alloc> through the Nomad server (which
+// forwards it to the allocation's client) on the client's one connection
+// pool. (api.AllocFS first tries the node itself with a new HTTP client
+// each call: at hundreds of points their connections reach Nomad's
+// per-client limit and it answers 429.)
+func (g *nomadGather) fsGet(ctx context.Context, op string, a *api.AllocationListStub, params map[string]string) ([]byte, error) {
+	q := (&api.QueryOptions{Namespace: a.Namespace, Params: params}).WithContext(ctx)
+	rc, err := g.client.Raw().Response("/v1/client/fs/"+op+"/"+a.ID, q)
+	if err != nil {
+		return nil, err
 	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // finish reports a point and purges its job.
