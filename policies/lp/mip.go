@@ -98,15 +98,21 @@ func (m *Model) SolveMIP(opts MIPOptions) (*Solution, error) {
 	cbcMu.Unlock()
 
 	best := C.Cbc_bestSolution(model)
+	// A search cut short by the time limit proves nothing: given only a
+	// few milliseconds (the lock took the rest), Cbc can stop inside its
+	// first relaxation and report it infeasible (status 0, secondary 1)
+	// without setting its own seconds-limit flag.
+	outOfTime := opts.TimeLimit > 0 &&
+		(C.Cbc_isSecondsLimitReached(model) != 0 || time.Since(begin) >= opts.TimeLimit)
 	switch {
 	case C.Cbc_isContinuousUnbounded(model) != 0:
 		return nil, ErrUnbounded
 	case C.Cbc_isAbandoned(model) != 0:
 		return nil, fmt.Errorf("lp: Cbc abandoned the search (numerical difficulties)")
+	case best == nil && outOfTime:
+		return nil, ErrNoSolution
 	case best == nil && C.Cbc_isProvenInfeasible(model) != 0:
 		return nil, ErrInfeasible
-	case best == nil && C.Cbc_isSecondsLimitReached(model) != 0:
-		return nil, ErrNoSolution
 	case best == nil:
 		return nil, fmt.Errorf("lp: Cbc stopped with status %d (secondary %d) and no solution",
 			int(C.Cbc_status(model)), int(C.Cbc_secondaryStatus(model)))
