@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -197,45 +196,17 @@ func (c *sweepCmd) pointJob(p nomadPoint, prefix, namespace string, tputs []byte
 
 func ptr[T any](v T) *T { return &v }
 
-// nomadPoints are the sweep's points in the local sweep's order (policy as
-// given, rate, seed; a static trace has the one rate 0), with the same
-// checks as sweep.Execute.
+// nomadPoints are the sweep's points (sweep.Points), each with its job id.
 func nomadPoints(cfg sweep.Config, prefix string) ([]nomadPoint, error) {
-	if len(cfg.Policies) == 0 || len(cfg.Seeds) == 0 {
-		return nil, fmt.Errorf("sweep: need at least one policy and one seed")
+	points, err := sweep.Points(cfg)
+	if err != nil {
+		return nil, err
 	}
-	rates := cfg.Rates
-	if cfg.Trace.Static {
-		rates = []float64{0}
-	} else if len(rates) == 0 {
-		return nil, fmt.Errorf("sweep: need at least one rate")
-	}
-	for _, r := range rates {
-		if !cfg.Trace.Static && (r <= 0 || math.IsNaN(r) || math.IsInf(r, 0)) {
-			return nil, fmt.Errorf("sweep: rate %v: want a positive number of jobs per hour", r)
-		}
-	}
-	var out []nomadPoint
-	for _, p := range cfg.Policies {
-		sp, err := sweep.ParseSpec(p)
-		if err != nil {
-			return nil, err
-		}
-		if sp.Placement != "" && cfg.Options.Placement == nil {
-			return nil, fmt.Errorf("sweep: %q: a placement mode needs servers with cores and memory (Options.Placement)", p)
-		}
-		for _, r := range rates {
-			for _, s := range cfg.Seeds {
-				out = append(out, nomadPoint{idx: len(out), spec: sp.Label, rate: r, seed: s,
-					jobID: fmt.Sprintf("%s-%d", prefix, len(out))})
-			}
-		}
+	out := make([]nomadPoint, len(points))
+	for i, p := range points {
+		out[i] = nomadPoint{idx: i, spec: p.Spec.Label, rate: p.Rate, seed: p.Seed, jobID: fmt.Sprintf("%s-%d", prefix, i)}
 	}
 	return out, nil
-}
-
-func pointKey(policy string, rate float64, seed int64) string {
-	return fmt.Sprintf("%s|%g|%d", policy, rate, seed)
 }
 
 // executeOnNomad runs the points not in cfg.Done as Nomad jobs and returns
@@ -273,11 +244,11 @@ func (c *sweepCmd) executeOnNomad(cfg sweep.Config, onRun func(done, total int, 
 	runs := make([]sweep.Run, len(points))
 	prior := map[string]sweep.Run{}
 	for _, r := range cfg.Done {
-		prior[pointKey(r.Policy, r.Rate, r.Seed)] = r
+		prior[sweep.RunKey(r.Policy, r.Rate, r.Seed)] = r
 	}
 	var queue []nomadPoint
 	for _, p := range points {
-		if r, ok := prior[pointKey(p.spec, p.rate, p.seed)]; ok {
+		if r, ok := prior[sweep.RunKey(p.spec, p.rate, p.seed)]; ok {
 			runs[p.idx] = r
 			continue
 		}
@@ -549,7 +520,7 @@ func (g *nomadGather) result(ctx context.Context, a *api.AllocationListStub, p n
 	}
 	r := line.Run
 	r.JCTs = line.JCTs
-	if pointKey(r.Policy, r.Rate, r.Seed) != pointKey(p.spec, p.rate, p.seed) {
+	if sweep.RunKey(r.Policy, r.Rate, r.Seed) != sweep.RunKey(p.spec, p.rate, p.seed) {
 		return sweep.Run{}, fmt.Errorf("its result is of another point (%s rate=%g seed=%d)", r.Policy, r.Rate, r.Seed)
 	}
 	return r, nil

@@ -95,13 +95,13 @@ func TestSweepNomadPoints(t *testing.T) {
 		if p.idx != i {
 			t.Errorf("point %d idx %d", i, p.idx)
 		}
-		keys = append(keys, p.jobID+" "+pointKey(p.spec, p.rate, p.seed))
+		keys = append(keys, p.jobID+" "+sweep.RunKey(p.spec, p.rate, p.seed))
 	}
 	want := "p-0 fifo|1|0,p-1 fifo|1|1,p-2 fifo|2|0,p-3 fifo|2|1,p-4 las|1|0,p-5 las|1|1,p-6 las|2|0,p-7 las|2|1"
 	if strings.Join(keys, ",") != want {
 		t.Errorf("points %s\nwant %s", strings.Join(keys, ","), want)
 	}
-	cfg.Trace.Static = true
+	cfg.Trace.Static, cfg.Trace.Jobs = true, 10
 	if ps, _ := nomadPoints(cfg, "p"); len(ps) != 4 || ps[1].rate != 0 {
 		t.Errorf("static: %v", ps)
 	}

@@ -123,10 +123,17 @@ type task struct {
 	seed int64
 }
 
-// Execute runs the sweep and returns the runs ordered by policy (as
-// given), rate and seed. A run that fails is recorded with its error; only
-// a bad configuration is returned as an error.
-func Execute(cfg Config) ([]Run, error) {
+// RunPoint is one run of a sweep: a policy at an arrival rate and a seed.
+type RunPoint struct {
+	Spec Spec
+	Rate float64 // jobs per hour; 0 for a static trace
+	Seed int64
+}
+
+// Points checks cfg and lists its runs in the sweep's order: policy (as
+// given), rate (a static trace has the one rate 0), seed. Execute and
+// `rondo simulate sweep -on-nomad` run these.
+func Points(cfg Config) ([]RunPoint, error) {
 	if len(cfg.Policies) == 0 || len(cfg.Seeds) == 0 {
 		return nil, fmt.Errorf("sweep: need at least one policy and one seed")
 	}
@@ -144,7 +151,7 @@ func Execute(cfg Config) ([]Run, error) {
 			return nil, fmt.Errorf("sweep: rate %v: want a positive number of jobs per hour", r)
 		}
 	}
-	var tasks []task
+	var out []RunPoint
 	for _, p := range cfg.Policies {
 		sp, err := ParseSpec(p)
 		if err != nil {
@@ -155,18 +162,39 @@ func Execute(cfg Config) ([]Run, error) {
 		}
 		for _, r := range rates {
 			for _, s := range cfg.Seeds {
-				tasks = append(tasks, task{idx: len(tasks), spec: sp, rate: r, seed: s})
+				out = append(out, RunPoint{Spec: sp, Rate: r, Seed: s})
 			}
 		}
+	}
+	return out, nil
+}
+
+// RunKey identifies a run by its policy label, rate and seed (a resumed
+// sweep skips the runs it has).
+func RunKey(policy string, rate float64, seed int64) string {
+	return fmt.Sprintf("%s|%g|%d", policy, rate, seed)
+}
+
+// Execute runs the sweep and returns the runs ordered by policy (as
+// given), rate and seed. A run that fails is recorded with its error; only
+// a bad configuration is returned as an error.
+func Execute(cfg Config) ([]Run, error) {
+	points, err := Points(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]task, len(points))
+	for i, p := range points {
+		tasks[i] = task{idx: i, spec: p.Spec, rate: p.Rate, seed: p.Seed}
 	}
 	runs := make([]Run, len(tasks))
 	prior := map[string]Run{}
 	for _, r := range cfg.Done {
-		prior[runKey(r.Policy, r.Rate, r.Seed)] = r
+		prior[RunKey(r.Policy, r.Rate, r.Seed)] = r
 	}
 	var queue []task
 	for _, t := range tasks {
-		if r, ok := prior[runKey(t.spec.Label, t.rate, t.seed)]; ok {
+		if r, ok := prior[RunKey(t.spec.Label, t.rate, t.seed)]; ok {
 			runs[t.idx] = r
 			continue
 		}
@@ -227,10 +255,6 @@ func costRank(sp Spec) int {
 		return 1
 	}
 	return 0
-}
-
-func runKey(policy string, rate float64, seed int64) string {
-	return fmt.Sprintf("%s|%g|%d", policy, rate, seed)
 }
 
 func runOne(cfg Config, t task) (out Run) {
