@@ -163,6 +163,7 @@ type Backend struct {
 	hist   History              // restored history, consumed as jobs are first seen
 	jobs   map[string]*jobState // by key (JobKey)
 	refs   map[string]jobRef    // every listed opted-in job's namespace and id, by key
+	specs  map[string]*api.Job  // their specs as last read, by key (readJobs)
 	gpus   []engine.GPU
 	gpuTyp map[string]string  // GPU id -> type
 	nodes  map[string]string  // node id -> name
@@ -222,7 +223,7 @@ func New(cfg Config) (*Backend, error) {
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
 		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{},
-		refs: map[string]jobRef{}}, nil
+		refs: map[string]jobRef{}, specs: map[string]*api.Job{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -454,6 +455,7 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	// Read the opted-in jobs' specs a few at a time.
 	var keys []string
 	b.refs = map[string]jobRef{}
+	modified := map[string]uint64{}
 	for _, s := range stubs {
 		if !schedulable(s) {
 			continue
@@ -468,8 +470,9 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 		}
 		b.refs[k] = jobRef{s.Namespace, s.ID}
 		keys = append(keys, k)
+		modified[k] = s.ModifyIndex
 	}
-	specs := b.readJobs(keys)
+	specs := b.readJobs(keys, modified)
 	snap := &engine.Snapshot{TimeS: now, GPUs: gpus, Nodes: slices.Clone(b.listed)}
 	seen := map[string]bool{}
 	roles := map[string]roleInfo{}
@@ -760,14 +763,25 @@ func (b *Backend) observeJob(id string, job *api.Job, now float64, types map[str
 	return st, true
 }
 
-// readJobs reads job specs by key, each in its namespace, concurrently
-// (startParallelism at a time); a job that cannot be read is logged and
-// left out.
-func (b *Backend) readJobs(ids []string) map[string]*api.Job {
-	out := make([]*api.Job, len(ids))
+// readJobs reads the specs of the jobs ids, a few at a time, except those
+// whose cached spec (specs) has the ModifyIndex the listing gave
+// (modified): every change to a job, its spec or its status, moves that
+// index, so a steady round reads no spec. A job that cannot be read is
+// logged and left out (nil). The cache keeps only the jobs listed.
+func (b *Backend) readJobs(ids []string, modified map[string]uint64) map[string]*api.Job {
+	m := make(map[string]*api.Job, len(ids))
+	var stale []string
+	for _, id := range ids {
+		if j := b.specs[id]; j != nil && deref(j.ModifyIndex) == modified[id] && modified[id] != 0 {
+			m[id] = j
+		} else {
+			stale = append(stale, id)
+		}
+	}
+	out := make([]*api.Job, len(stale))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, startParallelism)
-	for i, id := range ids {
+	for i, id := range stale {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -782,10 +796,16 @@ func (b *Backend) readJobs(ids []string) map[string]*api.Job {
 		}()
 	}
 	wg.Wait()
-	m := make(map[string]*api.Job, len(ids))
-	for i, id := range ids {
+	for i, id := range stale {
 		m[id] = out[i]
 	}
+	specs := make(map[string]*api.Job, len(ids))
+	for _, id := range ids {
+		if m[id] != nil {
+			specs[id] = m[id]
+		}
+	}
+	b.specs = specs
 	return m
 }
 

@@ -185,3 +185,42 @@ func TestDowntimeCredit(t *testing.T) {
 		t.Errorf("no allocations at the mark: credit %v, want 18", got)
 	}
 }
+
+// Observe reads a job's spec only when the listing shows it changed (its
+// ModifyIndex): a steady round reads none.
+func TestObserveReadsChangedSpecsOnly(t *testing.T) {
+	a, b := resJob("a"), resJob("b")
+	a.ModifyIndex, b.ModifyIndex = ptr(uint64(10)), ptr(uint64(11))
+	f := &fakeNomad{nodes: []*api.Node{modelledNode("n1")}, jobs: []*api.Job{a, b}}
+	be := testBackend(t, f) // the first Observe reads both
+	if n := f.reads.Load(); n != 2 {
+		t.Fatalf("first round read %d specs, want 2", n)
+	}
+	snap, err := be.Observe()
+	if err != nil || len(snap.Jobs) != 2 {
+		t.Fatalf("steady round: %v jobs, %v", snap, err)
+	}
+	if n := f.reads.Load(); n != 2 {
+		t.Fatalf("a steady round read %d specs", n-2)
+	}
+	b.ModifyIndex = ptr(uint64(20))
+	b.Meta["rondo.steps"] = "500"
+	snap, err = be.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.reads.Load(); n != 3 {
+		t.Fatalf("a round after one change read %d specs, want 1", n-2)
+	}
+	if be.jobs["b"].total != 500 {
+		t.Fatalf("b's changed spec not read: total %v", be.jobs["b"].total)
+	}
+	// A job no longer listed leaves the cache.
+	f.jobs = f.jobs[:1]
+	if _, err := be.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if len(be.specs) != 1 || be.specs["a"] == nil {
+		t.Fatalf("cache after b left: %v", be.specs)
+	}
+}

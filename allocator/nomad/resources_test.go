@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hashicorp/nomad/api"
@@ -20,6 +21,7 @@ type fakeNomad struct {
 	nodes  []*api.Node
 	jobs   []*api.Job
 	allocs []*api.Allocation
+	reads  atomic.Int32 // job specs read (GET /v1/job/ID)
 }
 
 func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,10 +55,12 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/jobs":
 		var stubs []*api.JobListStub
 		for i, j := range f.jobs {
-			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Type: "batch", Meta: j.Meta, CreateIndex: uint64(i + 1)})
+			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Type: "batch", Meta: j.Meta, CreateIndex: uint64(i + 1),
+				ModifyIndex: deref(j.ModifyIndex)})
 		}
 		out = stubs
 	case strings.HasPrefix(p, "/v1/job/"):
+		f.reads.Add(1)
 		for _, j := range f.jobs {
 			if *j.ID == strings.TrimPrefix(p, "/v1/job/") {
 				out = j
