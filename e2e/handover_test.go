@@ -3,11 +3,15 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+	rnomad "github.com/rondo-sched/rondo/allocator/nomad"
 	"github.com/rondo-sched/rondo/e2e/cluster"
 )
 
@@ -86,5 +90,131 @@ vc "research" {
 		old.end.Format("15:04:05.000"), moved.alloc, moved.start.Format("15:04:05.000"))
 	if moved.start.Before(old.end) {
 		t.Errorf("the job ran twice: its moved task started %.1fs before the old one exited", old.end.Sub(moved.start).Seconds())
+	}
+}
+
+// TestStartOverPendingPlacementOnNomad: a start registered while its GPU
+// is still held (its evaluation blocked) is placed by Nomad whenever the
+// GPU frees, with that start's spec. A round that saw the job with no
+// allocation and starts it on another machine registers its new spec over
+// the allocation placed meanwhile: a destructive update. The new task must
+// not start while the old one still checkpoints (two trainers on one
+// checkpoint): Nomad links the replacement to the allocation it replaces
+// (PreviousAllocation) and its client holds it until that one has exited,
+// on any node, and Rondo must keep relying on that (not, say, stop and
+// re-register the job as two writes). The race is made deterministic by
+// driving the backend by hand: "mover" (2 s checkpoints) is started on the
+// GPU "holder" runs on, the round's observation is taken, holder is
+// stopped so that mover's old placement runs, then the stale round starts
+// mover on the other machine's GPU. Checked by Nomad's task times and by
+// the trainer's run lock (overlaps.log).
+func TestStartOverPendingPlacementOnNomad(t *testing.T) {
+	t.Parallel()
+	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 1), cluster.UniformClient("v100-b", "v100", 1)}, `vc "research" {
+  policy = "max_min_fairness"
+}
+`)
+	c := s.c.API
+	spec := func(id, cost string) string {
+		hcl := s.jobHCL(id, "ResNet-18 (batch size 64)", 1000000, 1)
+		hcl = strings.Replace(hcl, "RONDO_SPEEDUP", "RONDO_CHECKPOINT_COST     = \""+cost+"\"\n        RONDO_SPEEDUP", 1)
+		// No agent runs: the trainers do not report.
+		return regexp.MustCompile(`(?m)^\s*RONDO_LEASE_ADDR.*\n`).ReplaceAllString(hcl, "")
+	}
+	s.submitSpec("holder", spec("holder", "0s"))
+	s.submitSpec("mover", spec("mover", "2s"))
+	b, err := rnomad.New(rnomad.Config{Client: c, AckTimeout: 10 * time.Second,
+		Progress: func(*api.Job) (float64, bool) { return 0, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := b.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.GPUs) != 2 || len(snap.Jobs) != 2 {
+		t.Fatalf("observed %d GPUs and %d jobs, want 2 and 2", len(snap.GPUs), len(snap.Jobs))
+	}
+	// On two machines: Nomad's client holds a replacement allocation on
+	// the same node until the one it replaces has exited, not on another.
+	g0, g1 := snap.GPUs[0], snap.GPUs[1]
+	if g0.Server == g1.Server {
+		t.Fatalf("GPUs %s and %s on one node", g0.ID, g1.ID)
+	}
+	start := func(id string, g engine.GPU) engine.Assignment {
+		return engine.Assignment{Jobs: []string{id}, Type: g.Type, GPUs: []string{g.ID}, Servers: []string{g.Server}, Action: engine.Start}
+	}
+	if err := b.Enforce(&engine.Plan{Assignments: []engine.Assignment{start("holder", g0)}}); err != nil {
+		t.Fatalf("start holder: %v", err)
+	}
+	// mover on holder's GPU: registered, its evaluation blocked; the
+	// enforcement's wait for it to run times out.
+	if _, err := b.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enforce(&engine.Plan{Assignments: []engine.Assignment{start("mover", g0)}}); err == nil {
+		t.Fatal("mover started on a GPU holder holds")
+	}
+	if _, err := b.Observe(); err != nil { // mover: registered at count 1, no allocation
+		t.Fatal(err)
+	}
+	if _, _, err := c.Jobs().Deregister("holder", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(60*time.Second, "mover's pending placement running on holder's GPU", func() (bool, error) {
+		l := liveAllocs(c, "mover")
+		if len(l) != 1 || l[0].ClientStatus != "running" {
+			return false, nil
+		}
+		a, _, err := c.Allocations().Info(l[0].ID, nil)
+		if err != nil {
+			return false, nil
+		}
+		ts := a.TaskStates["train"]
+		return ts != nil && !ts.StartedAt.IsZero(), nil
+	})
+	time.Sleep(time.Second) // a checkpoint or two
+	err = b.Enforce(&engine.Plan{Assignments: []engine.Assignment{start("mover", g1)}})
+	t.Logf("the stale round's enforcement: %v", err)
+	s.waitFor(60*time.Second, "mover running on the other GPU", func() (bool, error) {
+		l := liveAllocs(c, "mover")
+		return len(l) == 1 && l[0].ClientStatus == "running" && len(allocGPUs(l[0])) == 1 && allocGPUs(l[0])[0] == g1.ID, nil
+	})
+	type span struct {
+		start, end time.Time
+		alloc      string
+	}
+	var spans []span
+	s.waitFor(30*time.Second, "the new task's start and the old task's end recorded", func() (bool, error) {
+		allocs, _, err := c.Jobs().Allocations("mover", true, nil)
+		if err != nil {
+			return false, nil
+		}
+		spans = spans[:0]
+		ended := 0
+		for _, al := range allocs {
+			ts := al.TaskStates["train"]
+			if ts == nil || ts.StartedAt.IsZero() {
+				continue
+			}
+			end := ts.FinishedAt
+			if end.IsZero() {
+				end = time.Now().Add(time.Hour)
+			} else {
+				ended++
+			}
+			spans = append(spans, span{ts.StartedAt, end, al.ID[:8]})
+		}
+		return len(spans) == 2 && ended == 1, nil
+	})
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	old, moved := spans[0], spans[1]
+	t.Logf("old task %s %s-%s, new task %s from %s", old.alloc, old.start.Format("15:04:05.000"),
+		old.end.Format("15:04:05.000"), moved.alloc, moved.start.Format("15:04:05.000"))
+	if moved.start.Before(old.end) {
+		t.Errorf("the job ran twice: its new task started %.1fs before the old one exited", old.end.Sub(moved.start).Seconds())
+	}
+	if b, err := os.ReadFile(filepath.Join(s.ckpt, "mover", "overlaps.log")); err == nil {
+		t.Errorf("the trainer's run lock saw two runs at once:\n%s", b)
 	}
 }
