@@ -586,18 +586,6 @@ func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) erro
 	if err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
-	if b.gpuPool(deref(job.NodePool)) && (groupCount(job, st.group) > 0 || st.psGroup != "" && groupCount(job, st.psGroup) > 0) {
-		// The job is registered to run in the GPU pool but held no
-		// allocation when observed: an earlier start whose placement
-		// waited (its eval blocked on GPUs still held, or an agent that
-		// died right after registering). Nomad may place it at any moment,
-		// and a new spec registered over a placed allocation is a
-		// destructive update: the new task starts while the old one
-		// checkpoints, two trainers on one checkpoint. Withdraw it first.
-		if job, err = b.withdrawPending(id); err != nil {
-			return fmt.Errorf("nomad: start %s: %w", id, err)
-		}
-	}
 	if err := b.rewrite(job, st, a, res); err != nil {
 		return fmt.Errorf("nomad: start %s: %w", id, err)
 	}
@@ -618,43 +606,6 @@ func (b *Backend) start(id string, a engine.Assignment, res *TaskResources) erro
 	}
 	b.event(id, event)
 	return nil
-}
-
-// withdrawPending scales job id to 0 and waits (waitUntil) until no
-// allocation of it is pending or running on a client and none of its
-// evaluations is pending, so that nothing of its earlier registration can
-// still be placed; it returns the job as registered then.
-func (b *Backend) withdrawPending(id string) (*api.Job, error) {
-	if err := b.scaleZero(id, "rondo: withdraw a placement still pending before the start"); err != nil {
-		return nil, err
-	}
-	b.log.Info("withdraw", "job", id, "why", "registered at a count > 0 with no allocation: withdrawn before the start")
-	jobs := b.cfg.Client.Jobs()
-	if err := b.waitUntil("a pending placement of "+id+" to be withdrawn", func() (bool, error) {
-		evals, _, err := jobs.Evaluations(b.rawID(id), b.qopts(id))
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evals {
-			if e.Status == "pending" {
-				return false, nil
-			}
-		}
-		allocs, _, err := jobs.Allocations(b.rawID(id), false, b.qopts(id))
-		if err != nil {
-			return false, err
-		}
-		for _, a := range allocs {
-			if a.ClientStatus == "pending" || a.ClientStatus == "running" {
-				return false, nil
-			}
-		}
-		return true, nil
-	}); err != nil {
-		return nil, err
-	}
-	job, _, err := jobs.Info(b.rawID(id), b.qopts(id))
-	return job, err
 }
 
 // rewrite turns the job's spec into the start of assignment a: pins (Pin,
