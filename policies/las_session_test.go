@@ -298,3 +298,54 @@ func TestLASSessionErrors(t *testing.T) {
 		t.Fatalf("removing a job twice: %v", err)
 	}
 }
+
+// Re-solves after one arrival or departure are warm: a few pricing passes
+// where the first (cold) solve takes tens. Pass counts are deterministic,
+// so this checks the incremental path without timing it.
+func TestLASSessionWarmPasses(t *testing.T) {
+	rng := rand.New(rand.NewSource(21))
+	p := randomProblem(rng, 2000, 250)
+	s, err := NewLASSession(p.GPUTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(p.Jobs)+20)
+	for _, j := range p.Jobs {
+		if err := s.Add(j); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	first, err := s.Solve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	passes := 0
+	const events = 40
+	for ev := 0; ev < events; ev++ {
+		if ev%2 == 0 {
+			j := randomProblem(rng, 1, 8).Jobs[0]
+			j.ID = fmt.Sprintf("w%d", ev)
+			if err := s.Add(j); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		} else {
+			q := rng.Intn(len(ids))
+			if err := s.Remove(ids[q]); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids[:q], ids[q+1:]...)
+		}
+		res, err := s.Solve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes += res.Passes
+	}
+	avg := float64(passes) / events
+	t.Logf("first solve %d passes, re-solves %.2f on average", first.Passes, avg)
+	if avg > 0.2*float64(first.Passes) {
+		t.Fatalf("re-solves take %.2f passes on average, the first solve %d", avg, first.Passes)
+	}
+}
