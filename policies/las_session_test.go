@@ -349,3 +349,63 @@ func TestLASSessionWarmPasses(t *testing.T) {
 		t.Fatalf("re-solves take %.2f passes on average, the first solve %d", avg, first.Passes)
 	}
 }
+
+// The same calls give the same answers, bit for bit (no map order or
+// clock reaches the math).
+func TestLASSessionDeterministic(t *testing.T) {
+	run := func() ([]LASResult, [][]float64) {
+		rng := rand.New(rand.NewSource(8))
+		p := randomProblem(rng, 150, 20)
+		s, err := NewLASSession(p.GPUTypes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range p.Jobs {
+			if err := s.Add(j); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out []LASResult
+		var xs [][]float64
+		for ev := 0; ev < 20; ev++ {
+			if ev%2 == 1 {
+				if err := s.Remove(p.Jobs[ev].ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				j := randomProblem(rng, 1, 8).Jobs[0]
+				j.ID = fmt.Sprintf("d%d", ev)
+				if err := s.Add(j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := s.Solve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, res)
+			for _, j := range s.Problem().Jobs {
+				x, err := s.X(j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				xs = append(xs, x)
+			}
+		}
+		return out, xs
+	}
+	r1, x1 := run()
+	r2, x2 := run()
+	for i := range r1 {
+		if r1[i] != r2[i] {
+			t.Fatalf("solve %d: %+v then %+v", i, r1[i], r2[i])
+		}
+	}
+	for i := range x1 {
+		for j := range x1[i] {
+			if x1[i][j] != x2[i][j] {
+				t.Fatalf("row %d type %d: %v then %v", i, j, x1[i][j], x2[i][j])
+			}
+		}
+	}
+}
