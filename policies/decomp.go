@@ -50,56 +50,70 @@ func newDW(n, k int) *dw {
 // cap, w and floor must be set. Both depend only on the program, not on the
 // prices, so they are computed once per solve.
 func (d *dw) prepare() {
-	k, s := d.k, d.k+1
-	d.sv = make([]float64, d.n*k)
-	d.styp = make([]int8, d.n*k)
+	d.sv = make([]float64, d.n*d.k)
+	d.styp = make([]int8, d.n*d.k)
 	d.np = make([]uint8, d.n)
 	keys := make([]radixKey, 0, d.n*2)
 	for m := 0; m < d.n; m++ {
-		// The job's points by (level, type): the hull's candidates in the
-		// order hull() sorts them, up to ties in level, which price
-		// resolves by cost.
-		cp := d.cap[m]
-		sv, st := d.sv[m*k:m*k+k], d.styp[m*k:m*k+k]
-		np := 0
-		for j := 0; j < k; j++ {
-			ej := d.e[m*k+j]
-			if ej <= 0 {
-				continue
-			}
-			v := cp * ej
-			i := np
-			for ; i > 0 && sv[i-1] > v; i-- {
-				sv[i], st[i] = sv[i-1], st[i-1]
-			}
-			sv[i], st[i] = v, int8(j)
-			np++
-		}
-		d.np[m] = uint8(np)
-		w := d.w[m]
-		if w <= 0 || np == 0 {
-			continue
-		}
-		v0 := d.floor[m]
-		top := sv[np-1]
-		d.slotT[m*s+k] = v0 / w
-		keys = append(keys, radixKey{math.Float64bits(v0 / w), int32(m*s + k)})
-		for i := 0; i < np; i++ {
-			// A point at or below the floor, or at the job's highest level,
-			// never starts a segment.
-			if v := sv[i]; v > v0 && v < top {
-				d.slotT[m*s+int(st[i])] = v / w
-				keys = append(keys, radixKey{math.Float64bits(v / w), int32(m*s + int(st[i]))})
-			}
-		}
+		keys = d.prepareJob(m, keys)
 	}
 	// Breakpoints are ≥ 0, so their bits order like the numbers; a stable
-	// radix sort keeps slot order among equal ones (deterministic).
+	// radix sort keeps slot order among equal ones (deterministic): keys are
+	// appended in slot order, so the order is by (t, slot).
 	keys = radixSort(keys)
 	d.order = d.order[:0]
 	for _, kk := range keys {
 		d.order = append(d.order, kk.slot)
 	}
+}
+
+// prepareJob fills job m's point order (sv, styp, np) and its breakpoints'
+// slotT, and appends the breakpoints that can start a segment to keys, in
+// slot order. It depends only on job m's e, cap, w and floor, so it is
+// idempotent (LASSession calls it again to find a leaving job's keys).
+func (d *dw) prepareJob(m int, keys []radixKey) []radixKey {
+	k, s := d.k, d.k+1
+	// The job's points by (level, type): the hull's candidates in the
+	// order hull() sorts them, up to ties in level, which price resolves
+	// by cost.
+	cp := d.cap[m]
+	sv, st := d.sv[m*k:m*k+k], d.styp[m*k:m*k+k]
+	np := 0
+	for j := 0; j < k; j++ {
+		ej := d.e[m*k+j]
+		if ej <= 0 {
+			continue
+		}
+		v := cp * ej
+		i := np
+		for ; i > 0 && sv[i-1] > v; i-- {
+			sv[i], st[i] = sv[i-1], st[i-1]
+		}
+		sv[i], st[i] = v, int8(j)
+		np++
+	}
+	d.np[m] = uint8(np)
+	w := d.w[m]
+	if w <= 0 || np == 0 {
+		return keys
+	}
+	v0 := d.floor[m]
+	top := sv[np-1]
+	// Slots (m, j) for j < k come before (m, k), the floor's; a point's
+	// slot is (m, its type), so appending by type keeps slot order.
+	for j := 0; j < k; j++ {
+		// A point at or below the floor, or at the job's highest level,
+		// never starts a segment.
+		if ej := d.e[m*k+j]; ej > 0 {
+			if v := cp * ej; v > v0 && v < top {
+				d.slotT[m*s+j] = v / w
+				keys = append(keys, radixKey{math.Float64bits(v / w), int32(m*s + j)})
+			}
+		}
+	}
+	d.slotT[m*s+k] = v0 / w
+	keys = append(keys, radixKey{math.Float64bits(v0 / w), int32(m*s + k)})
+	return keys
 }
 
 type radixKey struct {
