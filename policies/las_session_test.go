@@ -8,6 +8,27 @@ import (
 	"testing"
 )
 
+// sessionOf is a session holding p's jobs, at tolerance tol (0: the
+// default).
+func sessionOf(t *testing.T, p *Problem, tol float64) *LASSession {
+	t.Helper()
+	s, err := NewLASSession(p.GPUTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tol > 0 {
+		if err := s.SetTolerance(tol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, j := range p.Jobs {
+		if err := s.Add(j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
 // checkSession compares the session's last solve with a cold Solve of the
 // same jobs: objectives within the certified tolerance, the session's own
 // certified gap within it, and the session's optimum (before fillLeftover)
@@ -65,18 +86,7 @@ func TestLASSessionMatchesCold(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			n0 := 20 + rng.Intn(280)
 			p := randomProblem(rng, n0, max(3, n0/8))
-			s, err := NewLASSession(p.GPUTypes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.SetTolerance(tol); err != nil {
-				t.Fatal(err)
-			}
-			for _, j := range p.Jobs {
-				if err := s.Add(j); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := sessionOf(t, p, tol)
 			res, err := s.Solve()
 			if err != nil {
 				t.Fatal(err)
@@ -203,15 +213,7 @@ func TestLASSessionBatchesAndDroppedColumns(t *testing.T) {
 func TestLASSessionBreakpointOrder(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	p := randomProblem(rng, 200, 25)
-	s, err := NewLASSession(p.GPUTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range p.Jobs {
-		if err := s.Add(j); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := sessionOf(t, p, 0)
 	if _, err := s.Solve(); err != nil {
 		t.Fatal(err)
 	}
@@ -305,15 +307,9 @@ func TestLASSessionErrors(t *testing.T) {
 func TestLASSessionWarmPasses(t *testing.T) {
 	rng := rand.New(rand.NewSource(21))
 	p := randomProblem(rng, 2000, 250)
-	s, err := NewLASSession(p.GPUTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := sessionOf(t, p, 0)
 	ids := make([]string, 0, len(p.Jobs)+20)
 	for _, j := range p.Jobs {
-		if err := s.Add(j); err != nil {
-			t.Fatal(err)
-		}
 		ids = append(ids, j.ID)
 	}
 	first, err := s.Solve()
@@ -356,15 +352,7 @@ func TestLASSessionDeterministic(t *testing.T) {
 	run := func() ([]LASResult, [][]float64) {
 		rng := rand.New(rand.NewSource(8))
 		p := randomProblem(rng, 150, 20)
-		s, err := NewLASSession(p.GPUTypes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range p.Jobs {
-			if err := s.Add(j); err != nil {
-				t.Fatal(err)
-			}
-		}
+		s := sessionOf(t, p, 0)
 		var out []LASResult
 		var xs [][]float64
 		for ev := 0; ev < 20; ev++ {
