@@ -57,40 +57,7 @@ vc "research" {
 		l := liveAllocs(c, "mover")
 		return len(l) == 1 && l[0].ClientStatus == "running" && len(allocGPUs(l[0])) == 1 && allocGPUs(l[0])[0] != gpu, nil
 	})
-	type span struct {
-		start, end time.Time
-		alloc      string
-	}
-	var spans []span
-	s.waitFor(30*time.Second, "the moved task's start and the old task's end recorded", func() (bool, error) {
-		allocs, _, err := c.Jobs().Allocations("mover", true, nil)
-		if err != nil {
-			return false, nil
-		}
-		spans = spans[:0]
-		ended := 0
-		for _, al := range allocs {
-			ts := al.TaskStates["train"]
-			if ts == nil || ts.StartedAt.IsZero() {
-				continue
-			}
-			end := ts.FinishedAt
-			if end.IsZero() {
-				end = time.Now().Add(time.Hour) // running
-			} else {
-				ended++
-			}
-			spans = append(spans, span{ts.StartedAt, end, al.ID[:8]})
-		}
-		return len(spans) == 2 && ended == 1, nil
-	})
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	old, moved := spans[0], spans[1]
-	t.Logf("old task %s %s-%s, moved task %s from %s", old.alloc, old.start.Format("15:04:05.000"),
-		old.end.Format("15:04:05.000"), moved.alloc, moved.start.Format("15:04:05.000"))
-	if moved.start.Before(old.end) {
-		t.Errorf("the job ran twice: its moved task started %.1fs before the old one exited", old.end.Sub(moved.start).Seconds())
-	}
+	checkHandover(s, c, "mover", "moved")
 }
 
 // TestStartOverPendingPlacementOnNomad: a start registered while its GPU
@@ -180,13 +147,25 @@ func TestStartOverPendingPlacementOnNomad(t *testing.T) {
 		l := liveAllocs(c, "mover")
 		return len(l) == 1 && l[0].ClientStatus == "running" && len(allocGPUs(l[0])) == 1 && allocGPUs(l[0])[0] == g1.ID, nil
 	})
+	checkHandover(s, c, "mover", "new")
+	if b, err := os.ReadFile(filepath.Join(s.ckpt, "mover", "overlaps.log")); err == nil {
+		t.Errorf("the trainer's run lock saw two runs at once:\n%s", b)
+	}
+}
+
+// checkHandover waits until job's task "train" has run twice, the first
+// run ended, and fails if the second (the what task) started before the
+// first ended, by Nomad's task times.
+func checkHandover(s *stack, c *api.Client, job, what string) {
+	t := s.t
+	t.Helper()
 	type span struct {
 		start, end time.Time
 		alloc      string
 	}
 	var spans []span
-	s.waitFor(30*time.Second, "the new task's start and the old task's end recorded", func() (bool, error) {
-		allocs, _, err := c.Jobs().Allocations("mover", true, nil)
+	s.waitFor(30*time.Second, "the "+what+" task's start and the old task's end recorded", func() (bool, error) {
+		allocs, _, err := c.Jobs().Allocations(job, true, nil)
 		if err != nil {
 			return false, nil
 		}
@@ -199,7 +178,7 @@ func TestStartOverPendingPlacementOnNomad(t *testing.T) {
 			}
 			end := ts.FinishedAt
 			if end.IsZero() {
-				end = time.Now().Add(time.Hour)
+				end = time.Now().Add(time.Hour) // running
 			} else {
 				ended++
 			}
@@ -208,13 +187,10 @@ func TestStartOverPendingPlacementOnNomad(t *testing.T) {
 		return len(spans) == 2 && ended == 1, nil
 	})
 	sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-	old, moved := spans[0], spans[1]
-	t.Logf("old task %s %s-%s, new task %s from %s", old.alloc, old.start.Format("15:04:05.000"),
-		old.end.Format("15:04:05.000"), moved.alloc, moved.start.Format("15:04:05.000"))
-	if moved.start.Before(old.end) {
-		t.Errorf("the job ran twice: its new task started %.1fs before the old one exited", old.end.Sub(moved.start).Seconds())
-	}
-	if b, err := os.ReadFile(filepath.Join(s.ckpt, "mover", "overlaps.log")); err == nil {
-		t.Errorf("the trainer's run lock saw two runs at once:\n%s", b)
+	old, next := spans[0], spans[1]
+	t.Logf("old task %s %s-%s, %s task %s from %s", old.alloc, old.start.Format("15:04:05.000"),
+		old.end.Format("15:04:05.000"), what, next.alloc, next.start.Format("15:04:05.000"))
+	if next.start.Before(old.end) {
+		t.Errorf("the job ran twice: its %s task started %.1fs before the old one exited", what, old.end.Sub(next.start).Seconds())
 	}
 }
