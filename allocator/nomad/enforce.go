@@ -38,13 +38,12 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			}
 		}
 	}
-	var stopping []string
+	// Every stop of this phase is one independent scale call: they are
+	// collected in the plan's order, issued a few at a time, and reported
+	// (log, events, errors) in that order.
+	var stops []stopOp
 	for _, id := range p.Suspend {
-		if err := b.suspend(id, b.eventOf(id, engine.IntentSuspend)); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		stopping = append(stopping, id)
+		stops = append(stops, stopOp{id: id, event: b.eventOf(id, engine.IntentSuspend)})
 	}
 	// A lone sharer (its partner left during the interval) is not
 	// reported as running (runningPairs), so a plan that does not run it
@@ -62,11 +61,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 		if !st.shared || len(st.gpus) == 0 || planned[id] || slices.Contains(p.Suspend, id) {
 			continue
 		}
-		if err := b.suspend(id, string(engine.IntentSuspend)); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		stopping = append(stopping, id)
+		stops = append(stops, stopOp{id: id, event: string(engine.IntentSuspend)})
 	}
 	// Moving jobs stop first, all of them, before any start: a destructive
 	// update whose new GPUs are still held keeps the old allocation, so two
@@ -84,14 +79,12 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 				if b.eventOf(id, engine.IntentMigrate) == string(engine.IntentRetune) {
 					why = "rondo: retune (restart with other cores and memory)"
 				}
-				if err := b.scaleZero(id, why); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				stopping = append(stopping, id)
+				stops = append(stops, stopOp{id: id, why: why})
 			}
 		}
 	}
+	stopping, stopErrs := b.stopAll(stops)
+	errs = append(errs, stopErrs...)
 	// A two-role job resized under rondo.scaling = "checkpoint" stops
 	// like a moving job (its tasks checkpoint) and restarts below at its
 	// new counts.
@@ -463,6 +456,52 @@ func (b *Backend) waitUntil(what string, f func() (bool, error)) error {
 
 // startParallelism bounds the concurrent registrations of one Enforce.
 const startParallelism = 8
+
+// stopOp is one scale-to-zero of Enforce's stop phase: a suspension
+// (event set: logged and reported as that event) or a vacate before a
+// start (why set).
+type stopOp struct{ id, event, why string }
+
+// stopAll scales the jobs of ops to zero, startParallelism at a time (a
+// full rotation stops every running job: a thousand sequential round trips
+// would take most of a round), then reports them in ops' order: the jobs
+// that stopped and the errors.
+func (b *Backend) stopAll(ops []stopOp) (stopped []string, errs []error) {
+	res := make([]error, len(ops))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, startParallelism)
+	for i, op := range ops {
+		if b.jobs[op.id] == nil {
+			res[i] = fmt.Errorf("nomad: suspend %s: unknown job", op.id)
+			continue
+		}
+		why := op.why
+		if op.event != "" {
+			why = "rondo: " + op.event
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res[i] = b.scaleZero(op.id, why)
+		}()
+	}
+	wg.Wait()
+	for i, op := range ops {
+		if res[i] != nil {
+			errs = append(errs, res[i])
+			continue
+		}
+		if op.event != "" {
+			st := b.jobs[op.id]
+			b.log.Info(op.event, "job", op.id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
+			b.event(op.id, op.event)
+		}
+		stopped = append(stopped, op.id)
+	}
+	return stopped, errs
+}
 
 // liveGPUs returns, of a job's allocations, the live ones (pending or
 // running, desired to run), how many of them run, and the sorted GPU ids

@@ -1,0 +1,87 @@
+package nomad
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rondo-sched/rondo/allocator/engine"
+)
+
+// slowScales answers scale calls after a delay, counting how many are in
+// flight at once; everything else goes to the fake.
+type slowScales struct {
+	f              *fakeNomad
+	inFlight, most atomic.Int32
+	mu             sync.Mutex
+	scaled         []string
+}
+
+func (s *slowScales) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPut || !strings.HasSuffix(r.URL.Path, "/scale") {
+		s.f.ServeHTTP(w, r)
+		return
+	}
+	n := s.inFlight.Add(1)
+	for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
+	}
+	time.Sleep(20 * time.Millisecond)
+	s.inFlight.Add(-1)
+	s.mu.Lock()
+	s.scaled = append(s.scaled, strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/job/"), "/scale"))
+	s.mu.Unlock()
+	w.Header().Set("X-Nomad-Index", "1")
+	fmt.Fprint(w, "{}")
+}
+
+// A round that suspends many jobs issues their scale calls a few at a time
+// (a full rotation stops every running job), and still reports the
+// suspensions in the plan's order.
+func TestSuspendsIssuedConcurrently(t *testing.T) {
+	f := &fakeNomad{nodes: []*api.Node{modelledNode("n1")}}
+	var ids []string
+	for i := range 24 {
+		id := fmt.Sprintf("j%02d", 23-i) // the plan's order is not the ids'
+		f.jobs = append(f.jobs, resJob(id))
+		ids = append(ids, id)
+	}
+	s := &slowScales{f: f}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(&api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	b, err := New(Config{Client: c, AckTimeout: 5 * time.Second, Progress: func(*api.Job) (float64, bool) { return 0, false },
+		OnEvent: func(id, ev string) { events = append(events, id+":"+ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enforce(&engine.Plan{Suspend: ids}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.scaled) != len(ids) {
+		t.Fatalf("%d scale calls for %d suspensions", len(s.scaled), len(ids))
+	}
+	if m := s.most.Load(); m < 2 || m > startParallelism {
+		t.Fatalf("%d scale calls in flight at most, want 2..%d", m, startParallelism)
+	}
+	var want []string
+	for _, id := range ids {
+		want = append(want, id+":suspend")
+	}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %v, want the plan's order %v", events, want)
+	}
+}
