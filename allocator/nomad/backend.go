@@ -164,6 +164,9 @@ type Backend struct {
 	jobs   map[string]*jobState // by key (JobKey)
 	refs   map[string]jobRef    // every listed opted-in job's namespace and id, by key
 	specs  map[string]*api.Job  // their specs as last read, by key (readJobs)
+	// nodeInfo: the GPU nodes as last read (Nodes().Info), by id; read
+	// again only when the node list shows the node's ModifyIndex moved.
+	nodeInfo map[string]*api.Node
 	gpus   []engine.GPU
 	gpuTyp map[string]string  // GPU id -> type
 	nodes  map[string]string  // node id -> name
@@ -223,7 +226,7 @@ func New(cfg Config) (*Backend, error) {
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
 		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{},
-		refs: map[string]jobRef{}, specs: map[string]*api.Job{}}, nil
+		refs: map[string]jobRef{}, specs: map[string]*api.Job{}, nodeInfo: map[string]*api.Node{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -309,6 +312,8 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.shares = map[string][]string{}
 	b.caps = map[string]nodeCap{}
 	b.listed = b.listed[:0]
+	infos := make(map[string]*api.Node, len(b.nodeInfo))
+	defer func() { b.nodeInfo = infos }() // the cache keeps the ready GPU nodes listed
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
 		b.listed = append(b.listed, engine.Node{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
@@ -316,10 +321,11 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			continue
 		}
 		b.pools[s.ID] = s.NodePool
-		n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
+		n, err := b.nodeOf(s)
 		if err != nil {
-			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
+			return nil, err
 		}
+		infos[s.ID] = n
 		b.nodes[n.ID] = n.Name
 		if c, ok := nodeCapOf(n); ok {
 			// What the node offers tasks, for the placement stage.
@@ -353,6 +359,20 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 		}
 	}
 	return gpus, nil
+}
+
+// nodeOf is the listed node's full record: the cached one while the
+// listing shows the ModifyIndex it was read at (every change to a node,
+// its devices' health included, moves that index), else read again.
+func (b *Backend) nodeOf(s *api.NodeListStub) (*api.Node, error) {
+	if n := b.nodeInfo[s.ID]; n != nil && s.ModifyIndex != 0 && n.ModifyIndex == s.ModifyIndex {
+		return n, nil
+	}
+	n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
+	}
+	return n, nil
 }
 
 // gpuGroup finds the task group requesting nvidia GPUs and its GPU count

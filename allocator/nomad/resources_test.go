@@ -22,6 +22,7 @@ type fakeNomad struct {
 	jobs   []*api.Job
 	allocs []*api.Allocation
 	reads  atomic.Int32 // job specs read (GET /v1/job/ID)
+	nreads atomic.Int32 // nodes read (GET /v1/node/ID)
 }
 
 func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +35,8 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/nodes":
 		var stubs []*api.NodeListStub
 		for _, n := range f.nodes {
-			stubs = append(stubs, &api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: "ready", SchedulingEligibility: "eligible"})
+			stubs = append(stubs, &api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: "ready", SchedulingEligibility: "eligible",
+				ModifyIndex: n.ModifyIndex})
 		}
 		out = stubs
 	case strings.HasPrefix(p, "/v1/node/") && strings.HasSuffix(p, "/allocations"):
@@ -47,6 +49,7 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out = as
 	case strings.HasPrefix(p, "/v1/node/"):
+		f.nreads.Add(1)
 		for _, n := range f.nodes {
 			if n.ID == strings.TrimPrefix(p, "/v1/node/") {
 				out = n
