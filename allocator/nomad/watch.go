@@ -20,7 +20,7 @@ import (
 // Re-listing every round (listAll: nodes, jobs with their meta, every
 // allocation with its resources) costs time in proportion to the cluster.
 // With Watch set, a watcher follows the event stream (topics Job,
-// Allocation, Node) and keeps those three lists in memory; Observe builds
+// Allocation, Node; Evaluation for its position only) and keeps those three lists in memory; Observe builds
 // its snapshot from them. The rules:
 //
 //   - Sync: subscribe first (from the oldest event the server still
@@ -387,7 +387,11 @@ func (b *Backend) stream(ctx context.Context, w *watcher, gen int, q *api.QueryO
 	}
 	v := url.Values{}
 	v.Set("index", "0")
-	for _, t := range []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicNode} {
+	// Evaluations too, though none is kept: an evaluation's update writes
+	// the job summaries, whose index the job list reports (the max of both
+	// tables'), with no Job event; its frame moves the stream's position
+	// past it.
+	for _, t := range []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicNode, api.TopicEvaluation} {
 		v.Add("topic", string(t)+":*")
 	}
 	body, err := b.cfg.Client.Raw().Response("/v1/event/stream?"+v.Encode(), q.WithContext(ctx))
@@ -416,6 +420,9 @@ func (b *Backend) stream(ctx context.Context, w *watcher, gen int, q *api.QueryO
 		}
 		evs := make([]wevent, 0, len(f.Events))
 		for _, e := range f.Events {
+			if e.Topic == string(api.TopicEvaluation) {
+				continue
+			}
 			var p streamPayload
 			if err := json.Unmarshal(e.Payload, &p); err != nil {
 				fail(fmt.Errorf("event stream: %s event at %d: %w", e.Topic, e.Index, err))
