@@ -36,7 +36,9 @@ import (
 //     never caught up with: Observe re-lists (a sync), and the floor covers
 //     it from then on.
 //   - Any stream error, a closed stream or a wait that runs out marks the
-//     watcher unsynced: the round re-lists and subscribes again.
+//     watcher unsynced: the round re-lists, and subscribes again unless the
+//     stream is alive and delivered events during the wait (only slow: the
+//     new listing's floors drop what it delivers late).
 //   - A full re-list at least every WatchResync, for what no event or index
 //     reveals (allocations collected while later events moved the table's
 //     index past the collection).
@@ -208,13 +210,16 @@ func (b *Backend) observeLists() (*lists, error) {
 	w := b.w
 	restart := false
 	if w.synced && b.cfg.Now().Sub(w.resynced) < b.cfg.WatchResync {
-		l, why := b.fromStream()
+		l, stuck, why := b.fromStream()
 		if l != nil {
 			w.fromStream++
 			return l, nil
 		}
 		b.log.Debug("observe: re-list", "why", why)
-		w.synced, restart = false, true
+		// A stream that delivered nothing while behind the server is
+		// subscribed again; a slow one is kept (the listing's floors
+		// drop what it delivers late).
+		w.synced, restart = false, stuck
 	}
 	return b.resync(restart)
 }
@@ -222,20 +227,23 @@ func (b *Backend) observeLists() (*lists, error) {
 // fromStream is the listings from memory once the stream has caught up
 // with the server's indexes; nil and the reason when it has not (a stream
 // error, or the wait ran out).
-func (b *Backend) fromStream() (*lists, string) {
+func (b *Backend) fromStream() (l *lists, stuck bool, why string) {
 	w := b.w
 	srv, err := b.serverIndexes()
 	if err != nil {
-		return nil, "index probe: " + err.Error()
+		return nil, false, "index probe: " + err.Error()
 	}
 	deadline := time.NewTimer(b.cfg.WatchWait)
 	defer deadline.Stop()
+	w.mu.Lock()
+	pos0 := w.pos
+	w.mu.Unlock()
 	for {
 		w.mu.Lock()
 		if w.err != nil {
 			err := w.err
 			w.mu.Unlock()
-			return nil, "stream: " + err.Error()
+			return nil, true, "stream: " + err.Error()
 		}
 		caught := true
 		for t := range nTables {
@@ -247,14 +255,17 @@ func (b *Backend) fromStream() (*lists, string) {
 			pending, gcs := w.take()
 			w.mu.Unlock()
 			b.applyAll(pending, gcs)
-			return w.lists(), ""
+			return w.lists(), false, ""
 		}
 		wake := w.wake
 		w.mu.Unlock()
 		select {
 		case <-wake:
 		case <-deadline.C:
-			return nil, fmt.Sprintf("stream at index %d behind the server's %v after %v", w.pos, srv, b.cfg.WatchWait)
+			w.mu.Lock()
+			pos := w.pos
+			w.mu.Unlock()
+			return nil, pos == pos0, fmt.Sprintf("stream at index %d behind the server's %v after %v", pos, srv, b.cfg.WatchWait)
 		}
 	}
 }
