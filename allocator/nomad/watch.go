@@ -75,9 +75,9 @@ type wevent struct {
 	index   uint64
 	typ     string
 	deleted bool
-	job     *api.Job
-	alloc   *api.Allocation
-	node    *api.Node
+	job     *api.Job                // whole: it fills the spec cache
+	alloc   *api.AllocationListStub // stubs: what Observe reads, not the
+	node    *api.NodeListStub       // placement metrics and the rest
 }
 
 type watcher struct {
@@ -444,9 +444,9 @@ func (b *Backend) stream(ctx context.Context, w *watcher, gen int, q *api.QueryO
 			case e.Topic == string(api.TopicJob) && p.Job != nil:
 				ev.table, ev.job = tJobs, p.Job
 			case e.Topic == string(api.TopicAllocation) && p.Allocation != nil:
-				ev.table, ev.alloc = tAllocs, p.Allocation
+				ev.table, ev.alloc = tAllocs, allocStub(p.Allocation)
 			case e.Topic == string(api.TopicNode) && p.Node != nil:
-				ev.table, ev.node = tNodes, p.Node
+				ev.table, ev.node = tNodes, nodeStub(p.Node)
 				ev.deleted = e.Type == "NodeDeregistration"
 			default:
 				continue
@@ -560,7 +560,7 @@ func (b *Backend) apply(e wevent) {
 		if old := w.allocs[a.ID]; old != nil && old.ModifyIndex > a.ModifyIndex {
 			return
 		}
-		w.allocs[a.ID] = allocStub(a)
+		w.allocs[a.ID] = a
 	case tNodes:
 		n := e.node
 		if old := w.nodes[n.ID]; old != nil && old.ModifyIndex > n.ModifyIndex {
@@ -570,7 +570,7 @@ func (b *Backend) apply(e wevent) {
 			delete(w.nodes, n.ID)
 			return
 		}
-		w.nodes[n.ID] = nodeStub(n)
+		w.nodes[n.ID] = n
 	}
 }
 
