@@ -233,11 +233,16 @@ func (b *Backend) fromStream() (l *lists, stuck bool, why string) {
 	if err != nil {
 		return nil, false, "index probe: " + err.Error()
 	}
+	// Wait WatchWait for the stream to move, and on while it moves, up to
+	// 4×WatchWait in all: a stream busy with a rotation's events catches
+	// up sooner than a re-list would be done.
 	deadline := time.NewTimer(b.cfg.WatchWait)
 	defer deadline.Stop()
+	hard := time.Now().Add(4 * b.cfg.WatchWait)
 	w.mu.Lock()
 	pos0 := w.pos
 	w.mu.Unlock()
+	mark := pos0
 	for {
 		w.mu.Lock()
 		if w.err != nil {
@@ -265,7 +270,12 @@ func (b *Backend) fromStream() (l *lists, stuck bool, why string) {
 			w.mu.Lock()
 			pos := w.pos
 			w.mu.Unlock()
-			return nil, pos == pos0, fmt.Sprintf("stream at index %d behind the server's %v after %v", pos, srv, b.cfg.WatchWait)
+			if left := time.Until(hard); pos > mark && left > 0 {
+				mark = pos
+				deadline.Reset(min(left, b.cfg.WatchWait))
+				continue
+			}
+			return nil, pos == pos0, fmt.Sprintf("stream at index %d behind the server's %v", pos, srv)
 		}
 	}
 }
@@ -381,8 +391,22 @@ type streamFrame struct {
 type streamPayload struct {
 	Job        *api.Job
 	Deleted    bool
-	Allocation *api.Allocation
+	Allocation *allocEvent
 	Node       *api.Node
+}
+
+// allocEvent is what an Allocation event's payload is decoded into: the
+// stub's fields Observe reads and a few more, not the placement metrics,
+// task states and the rest (decoding those kept the stream behind the
+// server under a full rotation of 1,000 jobs).
+type allocEvent struct {
+	ID, EvalID, Name, Namespace, NodeID, NodeName, JobID, TaskGroup    string
+	AllocatedResources                                                 *api.AllocatedResources
+	DesiredStatus, DesiredDescription, ClientStatus, ClientDescription string
+	FollowupEvalID, NextAllocation, PreemptedByAllocation              string
+	PreemptedAllocations                                               []string
+	CreateIndex, ModifyIndex                                           uint64
+	CreateTime, ModifyTime                                             int64
 }
 
 // stream reads the subscription gen until it fails or is cancelled,
@@ -533,6 +557,18 @@ func (b *Backend) applyAll(evs []wevent, gcs map[jobRef]uint64) {
 // replaced only by a newer version of itself.
 func (b *Backend) apply(e wevent) {
 	w := b.w
+	if e.table == tJobs && !e.deleted {
+		// The event carries the whole job: the spec cache takes it, so
+		// that readJobs need not read it again (also below the floor: a
+		// spec is the job at its ModifyIndex, which readJobs compares
+		// with the listing's).
+		ref := jobRef{deref(e.job.Namespace), deref(e.job.ID)}
+		if k := b.Key(ref.ns, ref.id); b.watched(ref.ns) {
+			if s := b.specs[k]; s == nil || deref(s.ModifyIndex) < deref(e.job.ModifyIndex) {
+				b.specs[k] = e.job
+			}
+		}
+	}
 	if e.index <= w.floor[e.table] {
 		return
 	}
@@ -548,13 +584,6 @@ func (b *Backend) apply(e wevent) {
 			return
 		}
 		w.jobs[ref] = jobStub(j)
-		// The event carries the whole job: the spec cache takes it, so
-		// that readJobs need not read it again.
-		if k := b.Key(ref.ns, ref.id); b.watched(ref.ns) {
-			if s := b.specs[k]; s == nil || deref(s.ModifyIndex) < deref(j.ModifyIndex) {
-				b.specs[k] = j
-			}
-		}
 	case tAllocs:
 		a := e.alloc
 		if old := w.allocs[a.ID]; old != nil && old.ModifyIndex > a.ModifyIndex {
@@ -621,17 +650,17 @@ func jobStub(j *api.Job) *api.JobListStub {
 }
 
 // allocStub is the allocation's list stub with its resources
-// (structs.Allocation.Stub); the job's type is not in an event.
-func allocStub(a *api.Allocation) *api.AllocationListStub {
+// (structs.Allocation.Stub), less the task states and the job's type and
+// version (not in an event).
+func allocStub(a *allocEvent) *api.AllocationListStub {
 	return &api.AllocationListStub{
 		ID: a.ID, EvalID: a.EvalID, Name: a.Name, Namespace: a.Namespace, NodeID: a.NodeID, NodeName: a.NodeName,
 		JobID: a.JobID, TaskGroup: a.TaskGroup, AllocatedResources: a.AllocatedResources,
 		DesiredStatus: a.DesiredStatus, DesiredDescription: a.DesiredDescription,
-		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription, TaskStates: a.TaskStates,
-		DeploymentStatus: a.DeploymentStatus, FollowupEvalID: a.FollowupEvalID, NextAllocation: a.NextAllocation,
-		RescheduleTracker: a.RescheduleTracker, PreemptedAllocations: a.PreemptedAllocations,
-		PreemptedByAllocation: a.PreemptedByAllocation, CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex,
-		CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
+		ClientStatus: a.ClientStatus, ClientDescription: a.ClientDescription,
+		FollowupEvalID: a.FollowupEvalID, NextAllocation: a.NextAllocation,
+		PreemptedAllocations: a.PreemptedAllocations, PreemptedByAllocation: a.PreemptedByAllocation,
+		CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, CreateTime: a.CreateTime, ModifyTime: a.ModifyTime,
 	}
 }
 
