@@ -142,7 +142,11 @@ func TestScaleBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := rnomad.New(rnomad.Config{Client: client, AckTimeout: 10 * time.Minute,
+		// Observe from the event stream unless RONDO_BENCH_WATCH=0; with
+		// it, each round also times a re-listing Observe (Watch off) right
+		// after the one the round uses.
+		watch := os.Getenv("RONDO_BENCH_WATCH") != "0"
+		b, err := rnomad.New(rnomad.Config{Client: client, AckTimeout: 10 * time.Minute, Watch: watch,
 			Progress: func(*api.Job) (float64, bool) { return 0, false }})
 		if err != nil {
 			t.Fatal(err)
@@ -151,6 +155,7 @@ func TestScaleBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer b.Close()
 		for round := 1; round <= 3; round++ {
 			w0 := tr.writes.Load()
 			start := time.Now()
@@ -159,6 +164,17 @@ func TestScaleBench(t *testing.T) {
 				t.Fatal(err)
 			}
 			observed := time.Since(start)
+			relisted := ""
+			if watch {
+				b.SetWatch(false)
+				t0 := time.Now()
+				if _, err := b.Observe(); err != nil {
+					t.Fatal(err)
+				}
+				relisted = fmt.Sprintf(" relist_observe=%v", time.Since(t0).Round(time.Millisecond))
+				b.SetWatch(true)
+				start = start.Add(time.Since(t0)) // not part of the round
+			}
 			plan, err := e.Round(snap)
 			if err != nil {
 				t.Fatal(err)
@@ -187,9 +203,10 @@ func TestScaleBench(t *testing.T) {
 			runtime.GC()
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
-			line := fmt.Sprintf("BENCH policy=%s jobs=%d round=%d running=%d starts=%d writes=%d observe=%v decide=%v all_writes_acked=%v all_running=%v heap_mib=%.0f",
-				policy, n, round, len(snap.Running), starts, tr.writes.Load()-w0, observed.Round(time.Millisecond), (decided - observed).Round(time.Millisecond),
-				acked.Round(time.Millisecond), running.Round(time.Millisecond), float64(ms.HeapAlloc)/(1<<20))
+			from, relists := b.WatchStats()
+			line := fmt.Sprintf("BENCH policy=%s jobs=%d round=%d running=%d starts=%d writes=%d observe=%v%s watch=%v from_stream=%d relists=%d decide=%v all_writes_acked=%v all_running=%v heap_mib=%.0f",
+				policy, n, round, len(snap.Running), starts, tr.writes.Load()-w0, observed.Round(time.Millisecond), relisted, watch, from, relists,
+				(decided - observed).Round(time.Millisecond), acked.Round(time.Millisecond), running.Round(time.Millisecond), float64(ms.HeapAlloc)/(1<<20))
 			t.Log(line)
 			fmt.Println(line)
 		}

@@ -102,6 +102,15 @@ type Config struct {
 	// Namespaces are further namespaces to watch (the VCs' namespaces);
 	// "*" among them: every namespace the token can read (namespaces.go).
 	Namespaces []string
+	// Watch keeps the job, allocation and node lists in memory from
+	// Nomad's event stream, so that Observe re-lists none of them while
+	// the stream is in step with the server (watch.go); off: every Observe
+	// re-lists all three. The agent sets it.
+	Watch bool
+	// WatchWait bounds Observe's wait for the stream to catch up with the
+	// server's indexes before it re-lists (DefaultWatchWait); WatchResync
+	// is the longest time between full re-lists (DefaultWatchResync).
+	WatchWait, WatchResync time.Duration
 	// ShareGroup, when set, offers the round colocated pairs (space
 	// sharing, sharing.go): two jobs may share GPUs when it puts both in
 	// the same group (ok true): a VC, or the opportunistic jobs. nil: no
@@ -159,18 +168,21 @@ type Backend struct {
 	log   hclog.Logger
 	epoch time.Time
 
-	mu     sync.Mutex
-	hist   History              // restored history, consumed as jobs are first seen
-	jobs   map[string]*jobState // by key (JobKey)
-	refs   map[string]jobRef    // every listed opted-in job's namespace and id, by key
-	specs  map[string]*api.Job  // their specs as last read, by key (readJobs)
-	gpus   []engine.GPU
-	gpuTyp map[string]string  // GPU id -> type
-	nodes  map[string]string  // node id -> name
-	pools  map[string]string  // node id -> pool (observed GPU nodes)
-	listed []engine.Node      // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
-	caps   map[string]nodeCap // CPU and memory of the observed GPU nodes (resources.go)
-	warned map[string]bool
+	mu    sync.Mutex
+	hist  History              // restored history, consumed as jobs are first seen
+	jobs  map[string]*jobState // by key (JobKey)
+	refs  map[string]jobRef    // every listed opted-in job's namespace and id, by key
+	specs map[string]*api.Job  // their specs as last read, by key (readJobs)
+	// nodeInfo: the GPU nodes as last read (Nodes().Info), by id; read
+	// again only when the node list shows the node's ModifyIndex moved.
+	nodeInfo map[string]*api.Node
+	gpus     []engine.GPU
+	gpuTyp   map[string]string  // GPU id -> type
+	nodes    map[string]string  // node id -> name
+	pools    map[string]string  // node id -> pool (observed GPU nodes)
+	listed   []engine.Node      // every node of the last Observe (Ready: ready, eligible, in a GPU pool)
+	caps     map[string]nodeCap // CPU and memory of the observed GPU nodes (resources.go)
+	warned   map[string]bool
 	// rejects are the opted-in jobs this Observe will not schedule as
 	// submitted (reject): the snapshot's Rejected.
 	rejects []engine.Rejection
@@ -192,6 +204,8 @@ type Backend struct {
 	rmu   sync.Mutex
 	roles map[string]roleInfo
 	slots map[string]allocSlot
+	// w follows Nomad's event stream (Config.Watch; watch.go).
+	w *watcher
 }
 
 // New makes a backend; call Setup once before the first round.
@@ -220,10 +234,16 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.WatchWait <= 0 {
+		cfg.WatchWait = DefaultWatchWait
+	}
+	if cfg.WatchResync <= 0 {
+		cfg.WatchResync = DefaultWatchResync
+	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},
 		shares: map[string][]string{}, pairKeys: map[string][2]string{}, roles: map[string]roleInfo{}, slots: map[string]allocSlot{},
-		refs: map[string]jobRef{}, specs: map[string]*api.Job{}}, nil
+		refs: map[string]jobRef{}, specs: map[string]*api.Job{}, nodeInfo: map[string]*api.Node{}}, nil
 }
 
 // ErrPreemptionForbidden is returned (wrapped) by Setup when the token may
@@ -296,12 +316,9 @@ const EnablePreemption = "nomad operator scheduler set-config -preempt-batch-sch
 func (b *Backend) nowS() float64 { return b.cfg.Now().Sub(b.epoch).Seconds() }
 
 // observeGPUs lists the GPUs of ready, eligible nodes in the pool.
-func (b *Backend) observeGPUs() ([]engine.GPU, error) {
-	stubs, _, err := b.cfg.Client.Nodes().List(nil)
-	if err != nil {
-		return nil, fmt.Errorf("nomad: list nodes: %w", err)
-	}
-	sort.Slice(stubs, func(i, j int) bool { return stubs[i].Name < stubs[j].Name })
+func (b *Backend) observeGPUs(stubs []*api.NodeListStub) ([]engine.GPU, error) {
+	stubs = slices.Clone(stubs)
+	sort.SliceStable(stubs, func(i, j int) bool { return stubs[i].Name < stubs[j].Name })
 	var gpus []engine.GPU
 	b.nodes = map[string]string{}
 	b.pools = map[string]string{}
@@ -309,6 +326,8 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 	b.shares = map[string][]string{}
 	b.caps = map[string]nodeCap{}
 	b.listed = b.listed[:0]
+	infos := make(map[string]*api.Node, len(b.nodeInfo))
+	defer func() { b.nodeInfo = infos }() // the cache keeps the ready GPU nodes listed
 	for _, s := range stubs {
 		ready := s.Status == "ready" && s.SchedulingEligibility == "eligible" && b.gpuPool(s.NodePool)
 		b.listed = append(b.listed, engine.Node{ID: s.ID, Name: s.Name, Pool: s.NodePool, Class: s.NodeClass, Ready: ready})
@@ -316,10 +335,11 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 			continue
 		}
 		b.pools[s.ID] = s.NodePool
-		n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
+		n, err := b.nodeOf(s)
 		if err != nil {
-			return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
+			return nil, err
 		}
+		infos[s.ID] = n
 		b.nodes[n.ID] = n.Name
 		if c, ok := nodeCapOf(n); ok {
 			// What the node offers tasks, for the placement stage.
@@ -353,6 +373,20 @@ func (b *Backend) observeGPUs() ([]engine.GPU, error) {
 		}
 	}
 	return gpus, nil
+}
+
+// nodeOf is the listed node's full record: the cached one while the
+// listing shows the ModifyIndex it was read at (every change to a node,
+// its devices' health included, moves that index), else read again.
+func (b *Backend) nodeOf(s *api.NodeListStub) (*api.Node, error) {
+	if n := b.nodeInfo[s.ID]; n != nil && s.ModifyIndex != 0 && n.ModifyIndex == s.ModifyIndex {
+		return n, nil
+	}
+	n, _, err := b.cfg.Client.Nodes().Info(s.ID, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nomad: node %s: %w", s.Name, err)
+	}
+	return n, nil
 }
 
 // gpuGroup finds the task group requesting nvidia GPUs and its GPU count
@@ -414,12 +448,17 @@ func (b *Backend) allAllocs() (map[string][]*api.AllocationListStub, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.byJob(allocs), nil
+}
+
+// byJob groups allocations by job key, in the listing's order.
+func (b *Backend) byJob(allocs []*api.AllocationListStub) map[string][]*api.AllocationListStub {
 	by := map[string][]*api.AllocationListStub{}
 	for _, a := range allocs {
 		k := b.Key(a.Namespace, a.JobID)
 		by[k] = append(by[k], a)
 	}
-	return by, nil
+	return by
 }
 
 func live(a *api.AllocationListStub) bool {
@@ -432,7 +471,11 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.nowS()
-	gpus, err := b.observeGPUs()
+	l, err := b.observeLists()
+	if err != nil {
+		return nil, err
+	}
+	gpus, err := b.observeGPUs(l.nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -441,16 +484,9 @@ func (b *Backend) Observe() (*engine.Snapshot, error) {
 	for _, g := range gpus {
 		types[g.Type] = true
 	}
-	stubs, _, err := b.cfg.Client.Jobs().ListOptions(&api.JobListOptions{Fields: &api.JobListFields{Meta: true}}, b.listOpts())
-	if err != nil {
-		return nil, fmt.Errorf("nomad: list jobs: %w", err)
-	}
-	stubs = slices.DeleteFunc(stubs, func(s *api.JobListStub) bool { return !b.watched(s.Namespace) })
+	stubs := slices.DeleteFunc(slices.Clone(l.jobs), func(s *api.JobListStub) bool { return !b.watched(s.Namespace) })
 	sort.SliceStable(stubs, func(i, j int) bool { return stubs[i].CreateIndex < stubs[j].CreateIndex })
-	allocs, err := b.allAllocs()
-	if err != nil {
-		return nil, fmt.Errorf("nomad: list allocations: %w", err)
-	}
+	allocs := b.byJob(l.allocs)
 	b.rejects = nil
 	// Read the opted-in jobs' specs a few at a time.
 	var keys []string

@@ -117,4 +117,9 @@ func (b *Backend) SetNamespaces(ns []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.cfg.Namespaces = slices.Clone(ns)
+	if b.w != nil {
+		// The subscription's namespace may change: sync afresh.
+		b.w.stop()
+		b.w.synced = false
+	}
 }

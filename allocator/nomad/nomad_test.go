@@ -224,3 +224,60 @@ func TestObserveReadsChangedSpecsOnly(t *testing.T) {
 		t.Fatalf("cache after b left: %v", be.specs)
 	}
 }
+
+// Observe reads a GPU node again only when the node list shows its
+// ModifyIndex moved (a device turned unhealthy, say): a steady round reads
+// none.
+func TestObserveReadsChangedNodesOnly(t *testing.T) {
+	n1, n2 := modelledNode("n1"), modelledNode("n2")
+	n1.ModifyIndex, n2.ModifyIndex = 10, 11
+	f := &fakeNomad{nodes: []*api.Node{n1, n2}, jobs: []*api.Job{resJob("a")}}
+	be := testBackend(t, f) // the first Observe reads both
+	if n := f.nreads.Load(); n != 2 {
+		t.Fatalf("first round read %d nodes, want 2", n)
+	}
+	snap, err := be.Observe()
+	if err != nil || len(snap.GPUs) != 8 {
+		t.Fatalf("steady round: %v, %v", snap, err)
+	}
+	if n := f.nreads.Load(); n != 2 {
+		t.Fatalf("a steady round read %d nodes", n-2)
+	}
+	// n2's GPU turns unhealthy: the node's index moves, it is read again.
+	n2.ModifyIndex = 20
+	n2.NodeResources.Devices[0].Instances[1].Healthy = false
+	snap, err = be.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.nreads.Load(); n != 3 {
+		t.Fatalf("a round after one change read %d nodes, want 1", n-2)
+	}
+	failed := 0
+	for _, g := range snap.GPUs {
+		if g.Failed {
+			failed++
+			if g.ID != "n2-g1" {
+				t.Errorf("failed GPU %s", g.ID)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d failed GPUs, want 1", failed)
+	}
+	// A node no longer listed leaves the cache; unknown indexes (0) are
+	// always read.
+	f.nodes = f.nodes[:1]
+	if _, err := be.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if len(be.nodeInfo) != 1 || be.nodeInfo["n1"] == nil {
+		t.Fatalf("cache after n2 left: %v", be.nodeInfo)
+	}
+	n1.ModifyIndex = 0
+	be.Observe()
+	be.Observe()
+	if n := f.nreads.Load(); n != 5 {
+		t.Fatalf("index 0: %d reads, want 5", n)
+	}
+}

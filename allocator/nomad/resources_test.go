@@ -5,7 +5,9 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -22,19 +24,42 @@ type fakeNomad struct {
 	jobs   []*api.Job
 	allocs []*api.Allocation
 	reads  atomic.Int32 // job specs read (GET /v1/job/ID)
+	nreads atomic.Int32 // nodes read (GET /v1/node/ID)
+	// The event stream (watch_test.go): each table's index by list path
+	// (1 where unset), the full listings served, and the frames a
+	// subscription sends (hangup ends it).
+	mu     sync.Mutex
+	index  map[string]uint64
+	lists  atomic.Int32
+	frames chan string
+	hangup chan struct{}
 }
 
 func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("X-Nomad-Index", "1")
+	p := r.URL.Path
+	f.mu.Lock()
+	idx := f.index[p]
+	f.mu.Unlock()
+	w.Header().Set("X-Nomad-Index", strconv.FormatUint(max(idx, 1), 10))
 	w.Header().Set("X-Nomad-LastContact", "0")
 	w.Header().Set("X-Nomad-KnownLeader", "true")
 	var out any
-	p := r.URL.Path
 	switch {
+	case p == "/v1/event/stream":
+		f.stream(w, r)
+		return
+	case r.URL.Query().Get("prefix") != "" && (p == "/v1/nodes" || p == "/v1/jobs" || p == "/v1/allocations"):
+		out = []any{} // an index probe
+	case p == "/v1/nodes" || p == "/v1/jobs" || p == "/v1/allocations":
+		f.lists.Add(1)
+	}
+	switch {
+	case out != nil:
 	case p == "/v1/nodes":
 		var stubs []*api.NodeListStub
 		for _, n := range f.nodes {
-			stubs = append(stubs, &api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: "ready", SchedulingEligibility: "eligible"})
+			stubs = append(stubs, &api.NodeListStub{ID: n.ID, Name: n.Name, NodePool: n.NodePool, Status: "ready", SchedulingEligibility: "eligible",
+				ModifyIndex: n.ModifyIndex})
 		}
 		out = stubs
 	case strings.HasPrefix(p, "/v1/node/") && strings.HasSuffix(p, "/allocations"):
@@ -47,6 +72,7 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		out = as
 	case strings.HasPrefix(p, "/v1/node/"):
+		f.nreads.Add(1)
 		for _, n := range f.nodes {
 			if n.ID == strings.TrimPrefix(p, "/v1/node/") {
 				out = n
@@ -55,8 +81,8 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/jobs":
 		var stubs []*api.JobListStub
 		for i, j := range f.jobs {
-			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Type: "batch", Meta: j.Meta, CreateIndex: uint64(i + 1),
-				ModifyIndex: deref(j.ModifyIndex)})
+			stubs = append(stubs, &api.JobListStub{ID: *j.ID, Namespace: "default", Type: "batch", Meta: j.Meta, CreateIndex: uint64(i + 1),
+				ModifyIndex: deref(j.ModifyIndex), Stop: deref(j.Stop)})
 		}
 		out = stubs
 	case strings.HasPrefix(p, "/v1/job/"):
@@ -69,7 +95,8 @@ func (f *fakeNomad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/v1/allocations":
 		var stubs []*api.AllocationListStub
 		for _, a := range f.allocs {
-			stubs = append(stubs, &api.AllocationListStub{ID: a.ID, JobID: a.JobID, TaskGroup: a.TaskGroup, NodeID: a.NodeID,
+			stubs = append(stubs, &api.AllocationListStub{ID: a.ID, Namespace: "default", JobID: a.JobID, Name: a.Name,
+				CreateIndex: a.CreateIndex, ModifyIndex: a.ModifyIndex, TaskGroup: a.TaskGroup, NodeID: a.NodeID,
 				ClientStatus: a.ClientStatus, DesiredStatus: a.DesiredStatus, AllocatedResources: a.AllocatedResources,
 				CreateTime: a.CreateTime})
 		}

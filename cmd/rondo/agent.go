@@ -45,25 +45,26 @@ func init() {
 
 type agentCmd struct {
 	base
-	config     string
-	round      time.Duration
-	addr       string
-	nomad      nomadFlags
-	deprecated []func()
-	pool       string
-	ackTimeout time.Duration
-	apiTimeout time.Duration
-	logLevel   string
-	logJSON    bool
-	leaseAddr  string
-	durable    bool
-	statePath  string
-	leaderTTL  time.Duration
-	leaseFile  string // high_availability { lease_file }
-	advertise  string
-	statusAuth bool
-	dryRun     bool
-	lease      *leaseFront // nil without a lease API
+	config      string
+	round       time.Duration
+	addr        string
+	nomad       nomadFlags
+	deprecated  []func()
+	pool        string
+	ackTimeout  time.Duration
+	eventStream bool
+	apiTimeout  time.Duration
+	logLevel    string
+	logJSON     bool
+	leaseAddr   string
+	durable     bool
+	statePath   string
+	leaderTTL   time.Duration
+	leaseFile   string // high_availability { lease_file }
+	advertise   string
+	statusAuth  bool
+	dryRun      bool
+	lease       *leaseFront // nil without a lease API
 }
 
 func newAgentCmd() *agentCmd {
@@ -79,6 +80,7 @@ func newAgentCmd() *agentCmd {
 		aliasFlag(c.flags, "nomad-addr", "address", &c.nomad.address, warn))
 	c.flags.StringVar(&c.pool, "pool", rnomad.DefaultPool, "node pool of the GPU clients (agent { pool })")
 	c.flags.DurationVar(&c.ackTimeout, "ack-timeout", 60*time.Second, "how long a round waits for Nomad to reflect its plan")
+	c.flags.BoolVar(&c.eventStream, "event-stream", true, "observe from Nomad's event stream (jobs, allocations, nodes kept in memory, re-listed only when the stream falls behind or fails); false: re-list every round")
 	c.flags.DurationVar(&c.apiTimeout, "nomad-timeout", 15*time.Second, "how long one Nomad API request may take (a server going away mid-request must not stall the rounds)")
 	c.flags.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn or error (agent { log_level })")
 	c.flags.BoolVar(&c.logJSON, "log-json", false, "log JSON lines (agent { log_json })")
@@ -363,7 +365,7 @@ func (c *agentCmd) Run(args []string) int {
 		return c.fail(err)
 	}
 	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
-		AckTimeout: c.ackTimeout, Done: ctx.Done(), Progress: progress, Epochs: epochs,
+		AckTimeout: c.ackTimeout, Watch: c.eventStream, Done: ctx.Done(), Progress: progress, Epochs: epochs,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
 		Checkpoints: func(job string) (state.Checkpoint, bool) { return ag.Checkpoint(job) },
 		CheckProfile: func(name string) error {
