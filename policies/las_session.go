@@ -537,12 +537,52 @@ func (s *LASSession) Allocation() (*Allocation, error) {
 	if !s.solved {
 		return nil, errors.New("las session: not solved since the last change")
 	}
+	return s.allocation(s.Problem(), s.slotsByArrival()), nil
+}
+
+// AllocationFor is Allocation with the jobs in p's order: p must hold
+// exactly the session's jobs (by id) on the session's GPU types, with the
+// same data as far as LAS reads it (throughputs, scale factor, weight);
+// fields LAS ignores may differ. It is what Solve("max_min_fairness_perf",
+// p) returns for the session's optimum: the caller's job order decides
+// fillLeftover's ties and the rows' order.
+func (s *LASSession) AllocationFor(p *Problem) (*Allocation, error) {
+	if !s.solved {
+		return nil, errors.New("las session: not solved since the last change")
+	}
+	if len(p.Jobs) != s.active || len(p.GPUTypes) != len(s.gpuTypes) {
+		return nil, fmt.Errorf("las session: the problem has %d jobs and %d GPU types, the session %d and %d",
+			len(p.Jobs), len(p.GPUTypes), s.active, len(s.gpuTypes))
+	}
+	for name, t := range p.GPUTypes {
+		if st, ok := s.gpuTypes[name]; !ok || st != t {
+			return nil, fmt.Errorf("las session: GPU type %q differs from the session's", name)
+		}
+	}
+	slots := make([]int, len(p.Jobs))
+	seen := make([]bool, len(s.ids))
+	for i := range p.Jobs {
+		m, ok := s.slotOf[p.Jobs[i].ID]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownJob, p.Jobs[i].ID)
+		}
+		if seen[m] {
+			return nil, fmt.Errorf("las session: job %q listed twice", p.Jobs[i].ID)
+		}
+		seen[m] = true
+		slots[i] = int(m)
+	}
+	return s.allocation(p, slots), nil
+}
+
+// allocation builds the last solve's Allocation for p, whose job i is in
+// slot slots[i].
+func (s *LASSession) allocation(p *Problem, slots []int) *Allocation {
 	const name = "max_min_fairness_perf"
-	p := s.Problem()
 	in := newInstance(p)
 	a := newAllocation(name, in)
 	k := s.d.k
-	for i, m := range s.slotsByArrival() {
+	for i, m := range slots {
 		for j := 0; j < k; j++ {
 			a.X[i][j] = s.r[m*k+j] / in.sf[i]
 		}
@@ -551,5 +591,5 @@ func (s *LASSession) Allocation() (*Allocation, error) {
 	fillLeftover(a, in, mm.e)
 	a.Objective = s.res.Objective
 	a.finish(in)
-	return a, nil
+	return a
 }

@@ -38,6 +38,15 @@ type Config struct {
 	TypeOrder []string
 	// Solve replaces policies.SolveWithHint (tests); nil is the default.
 	Solve SolveFunc
+	// ColdSolve solves every recompute from scratch
+	// (policies.SolveWithHint) even for max_min_fairness_perf, which by
+	// default is re-solved incrementally (policies.LASSession, except
+	// under GavelCompat): the same optimum's value within the solver's
+	// certified tolerance, though not always the same optimum.
+	ColdSolve bool
+	// OnSolve, when set, is called after every recompute's solve with the
+	// problem and the allocation (tests compare solvers with it).
+	OnSolve func(p *policies.Problem, a *policies.Allocation)
 	// Entities are the hierarchical policies' entities of the engine's VC
 	// (weight; "fairness" or "fifo" inside). Empty: the policy is given no
 	// entities (water-filling then runs every job in one). Set: each job
@@ -103,6 +112,7 @@ type Engine struct {
 
 	alloc      *policies.Allocation
 	hint       *policies.Hint     // warm start for the next solve
+	las        *lasState          // incremental LAS (las.go); nil: none yet
 	xIndex     map[ukey][]float64 // unit -> X per alloc.Types index
 	typeIndex  map[string]int     // type -> index in alloc.Types
 	lastReset  float64
@@ -340,6 +350,8 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		var err error
 		if e.cfg.Solve != nil {
 			a, err = e.cfg.Solve(e.cfg.Policy, p)
+		} else if e.incremental(p) {
+			a, err = e.solveLAS(p)
 		} else {
 			// Consecutive recomputes differ by a few jobs: warm-start
 			// each from the last.
@@ -347,6 +359,9 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		}
 		if err != nil {
 			return false, 0, fmt.Errorf("engine: t=%.0f: %w", s.TimeS, err)
+		}
+		if e.cfg.OnSolve != nil {
+			e.cfg.OnSolve(p, a)
 		}
 	}
 	e.setAllocation(a)
@@ -601,15 +616,19 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	for t, c := range counts {
 		p.GPUTypes[t] = policies.GPUType{Count: c}
 	}
-	in := map[string]bool{}
-	var runnable []Job
+	in := make(map[string]bool, len(s.Jobs))
+	runnable := make([]Job, 0, len(s.Jobs))
+	p.Jobs = make([]policies.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
-		tp := map[string]float64{}
-		any := false
-		for t := range counts {
-			if v := j.Throughput[t]; v > 0 {
-				tp[t] = v
-				any = true
+		tp, any := j.Throughput, true
+		if !positiveOn(tp, counts) {
+			// Narrowed to this cluster's types where the job runs.
+			tp, any = make(map[string]float64, len(counts)), false
+			for t := range counts {
+				if v := j.Throughput[t]; v > 0 {
+					tp[t] = v
+					any = true
+				}
 			}
 		}
 		if !any {
@@ -690,6 +709,21 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 	}
 	return p
+}
+
+// positiveOn reports whether tp has exactly counts' types, each with a
+// positive throughput: then the policy can take the job's own map (which
+// no policy modifies) instead of a copy narrowed to the cluster.
+func positiveOn(tp map[string]float64, counts map[string]int) bool {
+	if len(tp) != len(counts) {
+		return false
+	}
+	for t, v := range tp {
+		if _, ok := counts[t]; !ok || !(v > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // setEntities gives the policy the configured entities and each job's
