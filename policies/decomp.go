@@ -141,6 +141,11 @@ func radixSort(keys []radixKey) []radixKey {
 		})
 		return keys
 	}
+	return radixSortBits(keys)
+}
+
+// radixSortBits is radixSort by radix whatever the number of keys.
+func radixSortBits(keys []radixKey) []radixKey {
 	tmp := make([]radixKey, len(keys))
 	var count [1 << 16]int
 	for shift := uint(0); shift < 64; shift += 16 {
