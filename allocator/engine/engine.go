@@ -281,6 +281,10 @@ func sameHealthy(gpus, last []GPU) bool {
 // noteEvents marks a recompute as needed when the job set or the healthy
 // GPUs changed since the last round.
 func (e *Engine) noteEvents(s *Snapshot) {
+	if e.sameJobs(s) {
+		e.noteGPUs(s)
+		return
+	}
 	now := make(map[string]bool, len(s.Jobs))
 	for _, j := range s.Jobs {
 		now[j.ID] = true
@@ -297,6 +301,26 @@ func (e *Engine) noteEvents(s *Snapshot) {
 		}
 	}
 	e.lastJobs = now
+	e.noteGPUs(s)
+}
+
+// sameJobs reports whether the snapshot lists exactly last round's jobs
+// (most rounds: then the set is not rebuilt). Job ids are unique in a
+// snapshot (a policy refuses a duplicate).
+func (e *Engine) sameJobs(s *Snapshot) bool {
+	if len(s.Jobs) != len(e.lastJobs) {
+		return false
+	}
+	for i := range s.Jobs {
+		if !e.lastJobs[s.Jobs[i].ID] {
+			return false
+		}
+	}
+	return true
+}
+
+// noteGPUs marks a recompute as needed when the healthy GPUs changed.
+func (e *Engine) noteGPUs(s *Snapshot) {
 	if !e.gpusSeen || !sameHealthy(s.GPUs, e.lastGPUs) {
 		e.lastGPUs, e.gpusSeen = healthy(s.GPUs), true
 		e.needUpdate = true
