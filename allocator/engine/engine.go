@@ -556,6 +556,14 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		e.typesGen++ // pairs' dense received time (pairCum) is stale
 	}
 	e.resetTypes = types
+	// Each type's column in the allocation in force (-1: none), as x reads it.
+	xi := make([]int, len(types))
+	for i, t := range types {
+		xi[i] = -1
+		if j, ok := e.typeIndex[t]; ok {
+			xi[i] = j
+		}
+	}
 	for _, u := range e.order {
 		if u.trivial() {
 			continue
@@ -574,10 +582,16 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		}
 		u.baseV, u.defV = u.baseV[:len(types)], u.defV[:len(types)]
 		for i, t := range types {
-			received := u.cum[t] - u.base[t]
-			u.def[t] += e.x(u, t)*elapsed - received
-			u.baseV[i] = u.cum[t]
-			u.defV[i] = u.def[t]
+			cum := u.cum[t]
+			received := cum - u.base[t]
+			x := 0.0
+			if u.xrow != nil && xi[i] >= 0 {
+				x = u.xrow[xi[i]]
+			}
+			def := u.def[t] + (x*elapsed - received)
+			u.def[t] = def
+			u.baseV[i] = cum
+			u.defV[i] = def
 		}
 		// The new baseline replaces the map's contents (the unit owns
 		// it: history snapshots copy it).
@@ -640,7 +654,11 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	for t, c := range counts {
 		p.GPUTypes[t] = policies.GPUType{Count: c}
 	}
-	in := make(map[string]bool, len(s.Jobs))
+	pairs := e.packing && len(s.Pairs) > 0
+	var in map[string]bool // the runnable jobs, for pairs
+	if pairs {
+		in = make(map[string]bool, len(s.Jobs))
+	}
 	runnable := make([]Job, 0, len(s.Jobs))
 	p.Jobs = make([]policies.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
@@ -659,7 +677,9 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			continue // cannot run anywhere in this cluster
 		}
 		runnable = append(runnable, j)
-		in[j.ID] = true
+		if pairs {
+			in[j.ID] = true
+		}
 		done := j.TotalSteps - j.RemainingSteps
 		if t := e.isoTput[j.ID]; t > 0 {
 			// Steps lost to a restart from an older checkpoint (done
@@ -685,24 +705,28 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	// Isolated throughput for the next interval: an equal 1/n share
 	// (types in name order so that sums do not depend on map order).
 	names := typeNames(s.GPUs)
+	cn := make([]float64, len(names))
+	for i, t := range names {
+		cn[i] = float64(counts[t])
+	}
 	n := float64(len(runnable))
 	for _, j := range runnable {
 		sf := float64(max(j.ScaleFactor, 1))
 		sum := 0.0
-		for _, t := range names {
-			sum += float64(counts[t]) / (n * sf)
+		for i := range names {
+			sum += cn[i] / (n * sf)
 		}
 		scale := 1.0
 		if sum > 1 {
 			scale = 1 / sum
 		}
 		tput := 0.0
-		for _, t := range names {
-			tput += j.Throughput[t] * float64(counts[t]) / (n * sf) * scale
+		for i, t := range names {
+			tput += j.Throughput[t] * cn[i] / (n * sf) * scale
 		}
 		e.isoTput[j.ID] = tput
 	}
-	if e.packing && len(s.Pairs) > 0 {
+	if pairs {
 		// Tens of thousands of pairs at every recompute, but few
 		// throughput maps (the simulator shares one per model pair): each
 		// map is checked against the types, or narrowed to them, once per
