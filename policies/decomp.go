@@ -1,7 +1,9 @@
 package policies
 
 import (
+	"cmp"
 	"math"
+	"slices"
 )
 
 // dw is the decomposition's working state for one maxMin program in scaled
@@ -121,9 +123,29 @@ type radixKey struct {
 	slot int32
 }
 
+// radixMin is the number of keys from which radixSort sorts by radix.
+const radixMin = 4096
+
 // radixSort sorts keys by bits, stably, 16 bits a pass (passes where every
 // key has the same digit are skipped).
 func radixSort(keys []radixKey) []radixKey {
+	if len(keys) < radixMin {
+		// Few keys: a comparison sort by (bits, slot) gives the same order
+		// (keys come in slot order, so the stable radix sort orders ties
+		// by slot) without clearing 64 Ki counters per pass.
+		slices.SortFunc(keys, func(a, b radixKey) int {
+			if a.bits != b.bits {
+				return cmp.Compare(a.bits, b.bits)
+			}
+			return cmp.Compare(a.slot, b.slot)
+		})
+		return keys
+	}
+	return radixSortBits(keys)
+}
+
+// radixSortBits is radixSort by radix whatever the number of keys.
+func radixSortBits(keys []radixKey) []radixKey {
 	tmp := make([]radixKey, len(keys))
 	var count [1 << 16]int
 	for shift := uint(0); shift < 64; shift += 16 {

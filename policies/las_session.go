@@ -41,12 +41,14 @@ type LASSession struct {
 	gpuTypes map[string]GPUType
 	types    []string
 	counts   []float64
+	cost     []float64
 	d        *dw
 
 	slotOf map[string]int32
-	ids    []string // per slot; "" for a free slot
-	jobs   []Job    // per slot
-	seq    []uint64 // per slot: arrival number (Problem and Allocation list jobs by it)
+	ids    []string  // per slot; "" for a free slot
+	jobs   []Job     // per slot
+	tput   []float64 // slots·k: each job's instance row (newInstance's tput)
+	seq    []uint64  // per slot: arrival number (Problem and Allocation list jobs by it)
 	next   uint64
 	free   []int32 // free slots, popped from the end
 	active int
@@ -115,7 +117,7 @@ func NewLASSession(gpuTypes map[string]GPUType) (*LASSession, error) {
 		s.gpuTypes[name] = t
 	}
 	in := newInstance(&Problem{GPUTypes: s.gpuTypes})
-	s.types, s.counts = in.types, in.counts
+	s.types, s.counts, s.cost = in.types, in.counts, in.cost
 	k := len(s.types)
 	s.d = newDW(0, k)
 	s.d.capacity = s.counts
@@ -157,6 +159,7 @@ func (s *LASSession) Add(j Job) error {
 	d, k := s.d, s.d.k
 	m := s.takeSlot()
 	s.ids[m], s.jobs[m], s.seq[m] = j.ID, j, s.next
+	copy(s.tput[m*k:m*k+k], in.tput[0])
 	s.next++
 	s.slotOf[j.ID] = int32(m)
 	s.active++
@@ -231,6 +234,7 @@ func (s *LASSession) Remove(id string) error {
 	clear(d.e[m*k : m*k+k])
 	d.cap[m], d.w[m], d.floor[m], d.np[m] = 0, 0, 0, 0
 	clear(s.r[m*k : m*k+k])
+	clear(s.tput[m*k : m*k+k])
 	delete(s.slotOf, id)
 	s.ids[m], s.jobs[m] = "", Job{}
 	s.free = append(s.free, slot)
@@ -267,6 +271,7 @@ func (s *LASSession) takeSlot() int {
 	d.hullLen = append(d.hullLen, 0)
 	s.ids = append(s.ids, "")
 	s.jobs = append(s.jobs, Job{})
+	s.tput = append(s.tput, zk...)
 	s.seq = append(s.seq, 0)
 	s.r = append(s.r, zk...)
 	for i := range s.cols[1:] {
@@ -537,12 +542,67 @@ func (s *LASSession) Allocation() (*Allocation, error) {
 	if !s.solved {
 		return nil, errors.New("las session: not solved since the last change")
 	}
+	return s.allocation(s.Problem(), s.slotsByArrival()), nil
+}
+
+// AllocationFor is Allocation with the jobs in p's order: p must hold
+// exactly the session's jobs (by id) on the session's GPU types, with the
+// same data as far as LAS reads it (throughputs, scale factor, weight);
+// fields LAS ignores may differ. It is what Solve("max_min_fairness_perf",
+// p) returns for the session's optimum: the caller's job order decides
+// fillLeftover's ties and the rows' order.
+func (s *LASSession) AllocationFor(p *Problem) (*Allocation, error) {
+	if !s.solved {
+		return nil, errors.New("las session: not solved since the last change")
+	}
+	if len(p.Jobs) != s.active || len(p.GPUTypes) != len(s.gpuTypes) {
+		return nil, fmt.Errorf("las session: the problem has %d jobs and %d GPU types, the session %d and %d",
+			len(p.Jobs), len(p.GPUTypes), s.active, len(s.gpuTypes))
+	}
+	for name, t := range p.GPUTypes {
+		if st, ok := s.gpuTypes[name]; !ok || st != t {
+			return nil, fmt.Errorf("las session: GPU type %q differs from the session's", name)
+		}
+	}
+	slots := make([]int, len(p.Jobs))
+	seen := make([]bool, len(s.ids))
+	for i := range p.Jobs {
+		m, ok := s.slotOf[p.Jobs[i].ID]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownJob, p.Jobs[i].ID)
+		}
+		if seen[m] {
+			return nil, fmt.Errorf("las session: job %q listed twice", p.Jobs[i].ID)
+		}
+		seen[m] = true
+		slots[i] = int(m)
+	}
+	return s.allocation(p, slots), nil
+}
+
+// allocation builds the last solve's Allocation for p, whose job i is in
+// slot slots[i].
+func (s *LASSession) allocation(p *Problem, slots []int) *Allocation {
 	const name = "max_min_fairness_perf"
-	p := s.Problem()
-	in := newInstance(p)
+	// p's instance from the slots' rows (newInstance's, kept by Add): no
+	// map lookups per job and type.
+	k, n := s.d.k, len(slots)
+	in := &instance{types: append([]string(nil), s.types...), counts: s.counts, cost: s.cost, jobs: p.Jobs,
+		ids: make([]string, n), tput: make([][]float64, n), sf: make([]float64, n), weight: make([]float64, n)}
+	rows := make([]float64, n*k)
+	for i, m := range slots {
+		j := &s.jobs[m]
+		in.ids[i] = j.ID
+		in.tput[i] = rows[i*k : i*k+k : i*k+k]
+		copy(in.tput[i], s.tput[m*k:m*k+k])
+		in.sf[i] = float64(max(j.ScaleFactor, 1))
+		in.weight[i] = j.Weight
+		if in.weight[i] == 0 {
+			in.weight[i] = 1
+		}
+	}
 	a := newAllocation(name, in)
-	k := s.d.k
-	for i, m := range s.slotsByArrival() {
+	for i, m := range slots {
 		for j := 0; j < k; j++ {
 			a.X[i][j] = s.r[m*k+j] / in.sf[i]
 		}
@@ -551,5 +611,5 @@ func (s *LASSession) Allocation() (*Allocation, error) {
 	fillLeftover(a, in, mm.e)
 	a.Objective = s.res.Objective
 	a.finish(in)
-	return a, nil
+	return a
 }

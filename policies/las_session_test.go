@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
 )
 
@@ -394,6 +395,61 @@ func TestLASSessionDeterministic(t *testing.T) {
 			if x1[i][j] != x2[i][j] {
 				t.Fatalf("row %d type %d: %v then %v", i, j, x1[i][j], x2[i][j])
 			}
+		}
+	}
+}
+
+// AllocationFor is Allocation with the rows in the caller's job order: the
+// same rows by job for the arrival order, its own order's for another, and
+// it refuses a problem that is not the session's job set and cluster.
+func TestLASSessionAllocationFor(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	p := randomProblem(rng, 40, 12)
+	s := sessionOf(t, p, 0)
+	if _, err := s.AllocationFor(p); err == nil {
+		t.Fatal("AllocationFor before a solve: no error")
+	}
+	if _, err := s.Solve(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Allocation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AllocationFor(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatal("AllocationFor in arrival order differs from Allocation")
+	}
+	// Reversed: the rows follow, feasible, at the same objective.
+	rev := &Problem{GPUTypes: p.GPUTypes}
+	for i := len(p.Jobs) - 1; i >= 0; i-- {
+		rev.Jobs = append(rev.Jobs, p.Jobs[i])
+	}
+	a, err := s.AllocationFor(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFeasible(t, "reversed", rev, a)
+	if a.Objective != want.Objective {
+		t.Fatalf("objective %v, want %v", a.Objective, want.Objective)
+	}
+	for i, j := range rev.Jobs {
+		if a.JobIDs[i] != j.ID {
+			t.Fatalf("row %d is %s, want %s", i, a.JobIDs[i], j.ID)
+		}
+	}
+	bad := []*Problem{
+		{GPUTypes: p.GPUTypes, Jobs: p.Jobs[1:]},
+		{GPUTypes: p.GPUTypes, Jobs: append(append([]Job(nil), p.Jobs[1:]...), p.Jobs[2])},
+		{GPUTypes: p.GPUTypes, Jobs: append(append([]Job(nil), p.Jobs[1:]...), Job{ID: "new", Throughput: map[string]float64{}})},
+		{GPUTypes: map[string]GPUType{"x": {Count: 1}}, Jobs: p.Jobs},
+	}
+	for i, b := range bad {
+		if _, err := s.AllocationFor(b); err == nil {
+			t.Errorf("bad problem %d: no error", i)
 		}
 	}
 }

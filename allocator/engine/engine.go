@@ -38,6 +38,15 @@ type Config struct {
 	TypeOrder []string
 	// Solve replaces policies.SolveWithHint (tests); nil is the default.
 	Solve SolveFunc
+	// ColdSolve solves every recompute from scratch
+	// (policies.SolveWithHint) even for max_min_fairness_perf, which by
+	// default is re-solved incrementally (policies.LASSession, except
+	// under GavelCompat): the same optimum's value within the solver's
+	// certified tolerance, though not always the same optimum.
+	ColdSolve bool
+	// OnSolve, when set, is called after every recompute's solve with the
+	// problem and the allocation (tests compare solvers with it).
+	OnSolve func(p *policies.Problem, a *policies.Allocation)
 	// Entities are the hierarchical policies' entities of the engine's VC
 	// (weight; "fairness" or "fifo" inside). Empty: the policy is given no
 	// entities (water-filling then runs every job in one). Set: each job
@@ -103,6 +112,7 @@ type Engine struct {
 
 	alloc      *policies.Allocation
 	hint       *policies.Hint     // warm start for the next solve
+	las        *lasState          // incremental LAS (las.go); nil: none yet
 	xIndex     map[ukey][]float64 // unit -> X per alloc.Types index
 	typeIndex  map[string]int     // type -> index in alloc.Types
 	lastReset  float64
@@ -271,6 +281,10 @@ func sameHealthy(gpus, last []GPU) bool {
 // noteEvents marks a recompute as needed when the job set or the healthy
 // GPUs changed since the last round.
 func (e *Engine) noteEvents(s *Snapshot) {
+	if e.sameJobs(s) {
+		e.noteGPUs(s)
+		return
+	}
 	now := make(map[string]bool, len(s.Jobs))
 	for _, j := range s.Jobs {
 		now[j.ID] = true
@@ -287,6 +301,26 @@ func (e *Engine) noteEvents(s *Snapshot) {
 		}
 	}
 	e.lastJobs = now
+	e.noteGPUs(s)
+}
+
+// sameJobs reports whether the snapshot lists exactly last round's jobs
+// (most rounds: then the set is not rebuilt). Job ids are unique in a
+// snapshot (a policy refuses a duplicate).
+func (e *Engine) sameJobs(s *Snapshot) bool {
+	if len(s.Jobs) != len(e.lastJobs) {
+		return false
+	}
+	for i := range s.Jobs {
+		if !e.lastJobs[s.Jobs[i].ID] {
+			return false
+		}
+	}
+	return true
+}
+
+// noteGPUs marks a recompute as needed when the healthy GPUs changed.
+func (e *Engine) noteGPUs(s *Snapshot) {
 	if !e.gpusSeen || !sameHealthy(s.GPUs, e.lastGPUs) {
 		e.lastGPUs, e.gpusSeen = healthy(s.GPUs), true
 		e.needUpdate = true
@@ -340,6 +374,8 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		var err error
 		if e.cfg.Solve != nil {
 			a, err = e.cfg.Solve(e.cfg.Policy, p)
+		} else if e.incremental(p) {
+			a, err = e.solveLAS(p)
 		} else {
 			// Consecutive recomputes differ by a few jobs: warm-start
 			// each from the last.
@@ -347,6 +383,9 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		}
 		if err != nil {
 			return false, 0, fmt.Errorf("engine: t=%.0f: %w", s.TimeS, err)
+		}
+		if e.cfg.OnSolve != nil {
+			e.cfg.OnSolve(p, a)
 		}
 	}
 	e.setAllocation(a)
@@ -517,6 +556,14 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		e.typesGen++ // pairs' dense received time (pairCum) is stale
 	}
 	e.resetTypes = types
+	// Each type's column in the allocation in force (-1: none), as x reads it.
+	xi := make([]int, len(types))
+	for i, t := range types {
+		xi[i] = -1
+		if j, ok := e.typeIndex[t]; ok {
+			xi[i] = j
+		}
+	}
 	for _, u := range e.order {
 		if u.trivial() {
 			continue
@@ -535,10 +582,16 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		}
 		u.baseV, u.defV = u.baseV[:len(types)], u.defV[:len(types)]
 		for i, t := range types {
-			received := u.cum[t] - u.base[t]
-			u.def[t] += e.x(u, t)*elapsed - received
-			u.baseV[i] = u.cum[t]
-			u.defV[i] = u.def[t]
+			cum := u.cum[t]
+			received := cum - u.base[t]
+			x := 0.0
+			if u.xrow != nil && xi[i] >= 0 {
+				x = u.xrow[xi[i]]
+			}
+			def := u.def[t] + (x*elapsed - received)
+			u.def[t] = def
+			u.baseV[i] = cum
+			u.defV[i] = def
 		}
 		// The new baseline replaces the map's contents (the unit owns
 		// it: history snapshots copy it).
@@ -601,22 +654,32 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	for t, c := range counts {
 		p.GPUTypes[t] = policies.GPUType{Count: c}
 	}
-	in := map[string]bool{}
-	var runnable []Job
+	pairs := e.packing && len(s.Pairs) > 0
+	var in map[string]bool // the runnable jobs, for pairs
+	if pairs {
+		in = make(map[string]bool, len(s.Jobs))
+	}
+	runnable := make([]Job, 0, len(s.Jobs))
+	p.Jobs = make([]policies.Job, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
-		tp := map[string]float64{}
-		any := false
-		for t := range counts {
-			if v := j.Throughput[t]; v > 0 {
-				tp[t] = v
-				any = true
+		tp, any := j.Throughput, true
+		if !positiveOn(tp, counts) {
+			// Narrowed to this cluster's types where the job runs.
+			tp, any = make(map[string]float64, len(counts)), false
+			for t := range counts {
+				if v := j.Throughput[t]; v > 0 {
+					tp[t] = v
+					any = true
+				}
 			}
 		}
 		if !any {
 			continue // cannot run anywhere in this cluster
 		}
 		runnable = append(runnable, j)
-		in[j.ID] = true
+		if pairs {
+			in[j.ID] = true
+		}
 		done := j.TotalSteps - j.RemainingSteps
 		if t := e.isoTput[j.ID]; t > 0 {
 			// Steps lost to a restart from an older checkpoint (done
@@ -642,24 +705,28 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	// Isolated throughput for the next interval: an equal 1/n share
 	// (types in name order so that sums do not depend on map order).
 	names := typeNames(s.GPUs)
+	cn := make([]float64, len(names))
+	for i, t := range names {
+		cn[i] = float64(counts[t])
+	}
 	n := float64(len(runnable))
 	for _, j := range runnable {
 		sf := float64(max(j.ScaleFactor, 1))
 		sum := 0.0
-		for _, t := range names {
-			sum += float64(counts[t]) / (n * sf)
+		for i := range names {
+			sum += cn[i] / (n * sf)
 		}
 		scale := 1.0
 		if sum > 1 {
 			scale = 1 / sum
 		}
 		tput := 0.0
-		for _, t := range names {
-			tput += j.Throughput[t] * float64(counts[t]) / (n * sf) * scale
+		for i, t := range names {
+			tput += j.Throughput[t] * cn[i] / (n * sf) * scale
 		}
 		e.isoTput[j.ID] = tput
 	}
-	if e.packing && len(s.Pairs) > 0 {
+	if pairs {
 		// Tens of thousands of pairs at every recompute, but few
 		// throughput maps (the simulator shares one per model pair): each
 		// map is checked against the types, or narrowed to them, once per
@@ -690,6 +757,21 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 	}
 	return p
+}
+
+// positiveOn reports whether tp has exactly counts' types, each with a
+// positive throughput: then the policy can take the job's own map (which
+// no policy modifies) instead of a copy narrowed to the cluster.
+func positiveOn(tp map[string]float64, counts map[string]int) bool {
+	if len(tp) != len(counts) {
+		return false
+	}
+	for t, v := range tp {
+		if _, ok := counts[t]; !ok || !(v > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // setEntities gives the policy the configured entities and each job's

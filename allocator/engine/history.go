@@ -21,9 +21,10 @@ import (
 // type-shuffle generator. An agent saves it with its durable state so that
 // a restarted allocator decides as the one that stopped would have.
 //
-// Not kept: the solver's warm-start hint (a recompute after a restart
-// starts cold; the optimum is the same, a degenerate LP may pick another
-// optimal vertex) and placement caches.
+// Not kept: the solver's warm-start hint and aware LAS's incremental
+// session (a recompute after a restart starts cold; the optimum's value is
+// the same within the solver's certified tolerance, a degenerate LP may
+// pick another optimal vertex) and placement caches.
 type History struct {
 	Policy     string  `json:"policy"`
 	LastResetS float64 `json:"last_reset_s"`

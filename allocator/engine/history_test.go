@@ -73,7 +73,7 @@ func (c *toyCluster) enforce(p *Plan) {
 
 // TestHistoryRestart: an engine restored from a JSON copy of another's
 // history, taken mid-run, makes exactly the decisions the original makes
-// from then on; a fresh engine (no history) does not.
+// from then on (priorities to 1e-9); a fresh engine (no history) does not.
 func TestHistoryRestart(t *testing.T) {
 	freshDiffers := 0
 	for _, policy := range []string{"max_min_fairness_perf", "max_min_fairness", "finish_time_fairness_perf"} {
@@ -108,7 +108,11 @@ func TestHistoryRestart(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(pa.Assignments, pb.Assignments) || !reflect.DeepEqual(pa.Suspend, pb.Suspend) ||
+					// Priorities to 1e-9 (samePlacement): the restored
+					// engine's first recompute is cold, the original's
+					// LAS re-solve incremental (not history), which may
+					// move the last bits.
+					if !samePlacement(pa.Assignments, pb.Assignments) || !reflect.DeepEqual(pa.Suspend, pb.Suspend) ||
 						pa.Recomputed != pb.Recomputed {
 						t.Fatalf("%s, restored at round %d: round %d differs:\noriginal %+v (recomputed %v)\nrestored %+v (recomputed %v)",
 							policy, cut, r, pa.Assignments, pa.Recomputed, pb.Assignments, pb.Recomputed)

@@ -717,11 +717,17 @@ type candBuf struct {
 // jobs absent from the allocation (arrived after the last recompute) are
 // selected but not placed, as in the reference.
 func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candidate) []Assignment {
-	prev := map[string]Assignment{}
-	for _, a := range s.Running {
-		prev[UnitKey(a.Jobs)] = a
+	prevAt := make(map[string]int, len(s.Running))
+	for i, a := range s.Running {
+		prevAt[UnitKey(a.Jobs)] = i
 	}
-	var out []Assignment
+	prev := func(key string) (*Assignment, bool) {
+		if i, ok := prevAt[key]; ok {
+			return &s.Running[i], true
+		}
+		return nil, false
+	}
+	out := make([]Assignment, 0, len(s.Running)+8)
 	for _, t := range order {
 		cl := e.clusterFor(s.GPUs, t)
 		if e.pr != nil {
@@ -739,7 +745,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 			// scale factor onto the fewest servers among the GPUs left.
 			var rest []*candidate
 			for _, c := range cands {
-				if a, ok := prev[c.u.key]; ok && a.Type == t && cl.allFree(a.GPUs) {
+				if a, ok := prev(c.u.key); ok && a.Type == t && cl.allFree(a.GPUs) {
 					cl.take(a.GPUs)
 					out = append(out, cl.assignment(c, t, a.GPUs, Keep))
 					continue
@@ -757,7 +763,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 			group := cands[i:end]
 			placed := make([]bool, len(group))
 			for k, c := range group {
-				if a, ok := prev[c.u.key]; ok && a.Type == t && cl.allFree(a.GPUs) {
+				if a, ok := prev(c.u.key); ok && a.Type == t && cl.allFree(a.GPUs) {
 					cl.take(a.GPUs)
 					out = append(out, cl.assignment(c, t, a.GPUs, Keep))
 					placed[k] = true

@@ -426,7 +426,9 @@ func (s *simulator) complete() {
 			}
 		}
 	}
-	s.running = nil
+	// Reused next round (nothing keeps the round's micro-tasks).
+	clear(s.running)
+	s.running = s.running[:0]
 	kept := s.active[:0]
 	anyDone := false
 	for _, js := range s.active {
@@ -505,7 +507,7 @@ func (s *simulator) pairKeys(a, b *jobState) map[string][2]float64 {
 }
 
 func (s *simulator) snapshot() *engine.Snapshot {
-	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev}
+	snap := &engine.Snapshot{TimeS: s.now, GPUs: s.gpus, Running: s.prev, Jobs: make([]engine.Job, 0, len(s.active))}
 	vc := s.o.Decider != nil // VC mode: the nodes, each job's VC and class (vc.go)
 	if vc || s.o.Placement != nil {
 		snap.Nodes = s.nodes

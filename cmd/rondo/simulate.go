@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ type simulateCmd struct {
 	rate, round, preempt, startCost, maxTime, measureNoise, hidePairs       float64
 	seed                                                                    int64
 	multiGPU, multiPriority, jsonOut, compat, ideal, progress, explain      bool
+	coldSolve                                                               bool
 	vc                                                                      vcFlags
 	place                                                                   placeFlags
 	dl2                                                                     dl2Flags
@@ -76,6 +78,7 @@ func newSimulate() *simulateCmd {
 	f.BoolVar(&c.progress, "progress", false, "a progress bar with ETA on stderr even when it is not a terminal (default: only on a terminal)")
 	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
+	f.BoolVar(&c.coldSolve, "cold-solve", false, "single-policy runs: solve every recompute from scratch, as before aware LAS (max_min_fairness_perf) was re-solved incrementally: the same optimum's value, not always the same optimum (engine.Config.ColdSolve; --gavel-compat always does)")
 	f.StringVar(&c.preemptArg, "preemption-cost", "0", "restart costs: SECONDS lost when a job (re)starts after running (checkpoint + restore), or realistic (per job type: start, restore, checkpoint and checkpoint interval from the embedded allocator/sim/costs/realistic.csv; a stop without notice loses the work since the job's last checkpoint), or a CSV FILE of the same columns (model,start_s,restore_s,checkpoint_s,interval_s; docs/preemption.md)")
 	f.Float64Var(&c.startCost, "start-cost", 0, "seconds lost by every start on new GPUs, the first included (a real cluster's task start latency)")
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")
@@ -151,6 +154,10 @@ func (c *simulateCmd) Run(args []string) int {
 		return c.fail(fmt.Errorf("--measure-noise %v: want a finite SIGMA ≥ 0", c.measureNoise))
 	}
 	if c.vc.config != "" {
+		if c.coldSolve {
+			// The VCs' engines are the agent's (allocator/round).
+			return c.fail(fmt.Errorf("--cold-solve is for single-policy runs, not --vc-config"))
+		}
 		if !c.phillyTrace() {
 			return c.runVCSim()
 		}
@@ -181,7 +188,7 @@ func (c *simulateCmd) Run(args []string) int {
 	}
 	o := sim.Options{
 		Cluster:     sim.Cluster{Types: types, GPUsPerServer: c.perServer, PricePerHourUS: prices},
-		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed},
+		Engine:      engine.Config{Policy: c.policy, RoundS: c.round, GavelCompat: c.compat, Seed: c.seed, ColdSolve: c.coldSolve},
 		Throughputs: tb, Ideal: c.ideal, PreemptionCostS: c.preempt, StartCostS: c.startCost, MaxTimeS: c.maxTime,
 		MaxActive: c.maxActive, MeasureNoise: c.measureNoise, Costs: c.costs, Explain: c.explain,
 	}
@@ -296,6 +303,13 @@ func (c *simulateCmd) source(tb *throughputs.Table, check func(trace.Job) error)
 
 // simulate runs o on src and prints the result (text or --json, --out).
 func (c *simulateCmd) simulate(src sim.Source, o sim.Options) int {
+	if os.Getenv("GOGC") == "" {
+		// A run allocates short-lived rounds' data on a small heap
+		// (~60 MiB): collecting at 4x the live heap instead of 2x cuts
+		// the run's CPU by about a quarter (docs/performance.md,
+		// "Simulator: the Figure 8 point").
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	if bar := progress.NewIf(c.stderr, c.progress, "simulate", simTotal(src, o)); bar != nil {
 		// Jobs finished (of the measured window) with an ETA, on stderr
 		// only: --json's stdout stays one object.
