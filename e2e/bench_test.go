@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -82,24 +81,10 @@ func TestScaleBench(t *testing.T) {
 	// rounds 2 and 3 measure a full rotation. An integral policy
 	// (RONDO_BENCH_POLICY=fifo_perf) keeps them: steady rounds.
 	policy := cmp.Or(os.Getenv("RONDO_BENCH_POLICY"), "max_min_fairness_perf")
-	nomad := NomadBinary(t)
-	plugins := filepath.Join(t.TempDir(), "plugins")
-	BuildPlugin(t, "./cmd/nomad-device-rondo", plugins)
-	dir, err := os.MkdirTemp("", "rondo-bench-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "WARN",
+	c := fakeGPUCluster(t, "rondo-bench-", cluster.Options{LogLevel: "WARN",
 		ClientCPUMHz: 4000, ClientMemoryMB: 8192, StartTimeout: 180 * time.Second,
 		Clients: []cluster.ClientSpec{cluster.UniformClient("c0", "v100", 250), cluster.UniformClient("c1", "p100", 250),
 			cluster.UniformClient("c2", "k80", 250), cluster.UniformClient("c3", "v100", 250)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		c.Stop()
-		os.RemoveAll(dir)
-	}()
 	tr := &ackTransport{base: http.DefaultTransport}
 	for _, n := range sizes {
 		cluster.PurgeJobs(c.API, 600*time.Second)

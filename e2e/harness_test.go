@@ -96,6 +96,32 @@ func NomadBinary(t testing.TB) string {
 	return nomadOnce.path
 }
 
+// fakeGPUCluster starts a local Nomad cluster as o says (its clients' GPUs
+// from the fake-GPU device plugin, built here) in a new directory named
+// prefix* under the system's temp dir, stopped and removed when the test
+// ends.
+func fakeGPUCluster(t *testing.T, prefix string, o cluster.Options) *cluster.Cluster {
+	t.Helper()
+	o.Nomad = NomadBinary(t)
+	o.PluginDir = filepath.Join(t.TempDir(), "plugins")
+	BuildPlugin(t, "./cmd/nomad-device-rondo", o.PluginDir)
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Dir = dir
+	c, err := cluster.Start(o)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		os.RemoveAll(dir)
+	})
+	return c
+}
+
 // BuildPlugin builds the main package pkg (relative to the module root, e.g.
 // "./cmd/nomad-device-rondo") into dir and returns the binary's path. Each
 // package is built once per test binary (builds.dir) and linked into dir:

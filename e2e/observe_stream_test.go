@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,24 +22,10 @@ import (
 // between them; the stream must have served the rounds without falling
 // back to a re-list.
 func TestObserveStreamMatchesRelist(t *testing.T) {
-	nomad := NomadBinary(t)
-	plugins := filepath.Join(t.TempDir(), "plugins")
-	BuildPlugin(t, "./cmd/nomad-device-rondo", plugins)
-	dir, err := os.MkdirTemp("", "rondo-bench-stream-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(cluster.Options{Dir: dir, Nomad: nomad, PluginDir: plugins, LogLevel: "WARN",
+	c := fakeGPUCluster(t, "rondo-bench-stream-", cluster.Options{LogLevel: "WARN",
 		ClientCPUMHz: 4000, ClientMemoryMB: 4096, StartTimeout: 120 * time.Second,
 		Clients: []cluster.ClientSpec{cluster.UniformClient("c0", "v100", 4), cluster.UniformClient("c1", "k80", 2)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cluster.PurgeJobs(c.API, 60*time.Second)
-		c.Stop()
-		os.RemoveAll(dir)
-	}()
+	defer cluster.PurgeJobs(c.API, 60*time.Second)
 	b, err := rnomad.New(rnomad.Config{Client: c.API, AckTimeout: 2 * time.Minute, Watch: true,
 		Progress: func(*api.Job) (float64, bool) { return 0, false }})
 	if err != nil {
