@@ -2,6 +2,7 @@ package nomad
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,38 +163,36 @@ const (
 
 // serverIndexes are the server's current index of each table.
 func (b *Backend) serverIndexes() ([nTables]uint64, error) {
+	jobs, allocs := b.listOpts(), b.listOpts()
+	jobs.Prefix, allocs.Prefix = noSuchJob, noSuchUUID
+	probes := [nTables]func() (*api.QueryMeta, error){
+		tJobs: func() (*api.QueryMeta, error) {
+			_, qm, err := b.cfg.Client.Jobs().List(jobs)
+			return qm, err
+		},
+		tAllocs: func() (*api.QueryMeta, error) {
+			_, qm, err := b.cfg.Client.Allocations().List(allocs)
+			return qm, err
+		},
+		tNodes: func() (*api.QueryMeta, error) {
+			_, qm, err := b.cfg.Client.Nodes().List(&api.QueryOptions{Prefix: noSuchUUID})
+			return qm, err
+		},
+	}
 	var idx [nTables]uint64
 	var errs [nTables]error
 	var wg sync.WaitGroup
-	wg.Add(nTables)
-	go func() {
-		defer wg.Done()
-		q := b.listOpts()
-		q.Prefix = noSuchJob
-		_, qm, err := b.cfg.Client.Jobs().List(q)
-		if err == nil {
-			idx[tJobs] = qm.LastIndex
-		}
-		errs[tJobs] = err
-	}()
-	go func() {
-		defer wg.Done()
-		q := b.listOpts()
-		q.Prefix = noSuchUUID
-		_, qm, err := b.cfg.Client.Allocations().List(q)
-		if err == nil {
-			idx[tAllocs] = qm.LastIndex
-		}
-		errs[tAllocs] = err
-	}()
-	go func() {
-		defer wg.Done()
-		_, qm, err := b.cfg.Client.Nodes().List(&api.QueryOptions{Prefix: noSuchUUID})
-		if err == nil {
-			idx[tNodes] = qm.LastIndex
-		}
-		errs[tNodes] = err
-	}()
+	for t, probe := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			qm, err := probe()
+			if err == nil {
+				idx[t] = qm.LastIndex
+			}
+			errs[t] = err
+		}()
+	}
 	wg.Wait()
 	return idx, errors.Join(errs[:]...)
 }
@@ -530,15 +529,7 @@ func (w *watcher) take() ([]wevent, map[jobRef]uint64) {
 // without events just before it deletes the job (JobBatchDeregistered).
 func (b *Backend) applyAll(evs []wevent, gcs map[jobRef]uint64) {
 	w := b.w
-	slices.SortStableFunc(evs, func(x, y wevent) int {
-		switch {
-		case x.index < y.index:
-			return -1
-		case x.index > y.index:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(evs, func(x, y wevent) int { return cmp.Compare(x.index, y.index) })
 	for _, e := range evs {
 		b.apply(e)
 	}
