@@ -544,16 +544,8 @@ func groupCount(job *api.Job, group string) int {
 // suspend scales the job's GPU group to 0; the task is sent its kill signal
 // and has kill_timeout to checkpoint.
 func (b *Backend) suspend(id, event string) error {
-	st := b.jobs[id]
-	if st == nil {
-		return fmt.Errorf("nomad: suspend %s: unknown job", id)
-	}
-	if err := b.scaleZero(id, "rondo: "+event); err != nil {
-		return err
-	}
-	b.log.Info(event, "job", id, "gpus", strings.Join(st.gpus, ","), "nodes", b.nodeNames(st.servers))
-	b.event(id, event)
-	return nil
+	_, errs := b.stopAll([]stopOp{{id: id, event: event}})
+	return errors.Join(errs...)
 }
 
 func (b *Backend) event(id, event string) {
