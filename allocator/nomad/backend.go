@@ -111,6 +111,13 @@ type Config struct {
 	// server's indexes before it re-lists (DefaultWatchWait); WatchResync
 	// is the longest time between full re-lists (DefaultWatchResync).
 	WatchWait, WatchResync time.Duration
+	// StreamClient reads the event stream (default Client). The stream is
+	// one request that lives for hours, so its client must not bound a
+	// request's whole time, as the agent's Client does (-nomad-timeout):
+	// the watcher instead drops a stream that sends nothing, not even
+	// Nomad's heartbeat, for WatchIdle (DefaultWatchIdle).
+	StreamClient *api.Client
+	WatchIdle    time.Duration
 	// ShareGroup, when set, offers the round colocated pairs (space
 	// sharing, sharing.go): two jobs may share GPUs when it puts both in
 	// the same group (ok true): a VC, or the opportunistic jobs. nil: no
@@ -239,6 +246,12 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.WatchResync <= 0 {
 		cfg.WatchResync = DefaultWatchResync
+	}
+	if cfg.StreamClient == nil {
+		cfg.StreamClient = cfg.Client
+	}
+	if cfg.WatchIdle <= 0 {
+		cfg.WatchIdle = DefaultWatchIdle
 	}
 	return &Backend{cfg: cfg, log: cfg.Logger, epoch: cfg.Now(), jobs: map[string]*jobState{}, led: ledger.New(),
 		gpuTyp: map[string]string{}, nodes: map[string]string{}, caps: map[string]nodeCap{}, warned: map[string]bool{}, finished: map[string]bool{},

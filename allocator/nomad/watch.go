@@ -51,6 +51,8 @@ import (
 const (
 	DefaultWatchWait   = 500 * time.Millisecond
 	DefaultWatchResync = 10 * time.Minute
+	// Nomad sends a heartbeat frame every 10 s on an idle stream.
+	DefaultWatchIdle = 30 * time.Second
 )
 
 // Tables the watcher keeps.
@@ -428,9 +430,17 @@ func (b *Backend) stream(ctx context.Context, w *watcher, gen int, q *api.QueryO
 	for _, t := range []api.Topic{api.TopicJob, api.TopicAllocation, api.TopicNode, api.TopicEvaluation} {
 		v.Add("topic", string(t)+":*")
 	}
-	body, err := b.cfg.Client.Raw().Response("/v1/event/stream?"+v.Encode(), q.WithContext(ctx))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A stream silent for WatchIdle (a server gone without closing the
+	// connection) is cut; every frame, heartbeats too, re-arms the timer.
+	idle := time.AfterFunc(b.cfg.WatchIdle, func() {
+		cancel(fmt.Errorf("event stream: nothing received for %v", b.cfg.WatchIdle))
+	})
+	defer idle.Stop()
+	body, err := b.cfg.StreamClient.Raw().Response("/v1/event/stream?"+v.Encode(), q.WithContext(ctx))
 	if err != nil {
-		fail(err)
+		fail(cmp.Or(context.Cause(ctx), err))
 		return
 	}
 	defer body.Close()
@@ -444,11 +454,15 @@ func (b *Backend) stream(ctx context.Context, w *watcher, gen int, q *api.QueryO
 	for {
 		var f streamFrame
 		if err := dec.Decode(&f); err != nil {
-			if ctx.Err() == nil {
+			switch cause := context.Cause(ctx); {
+			case ctx.Err() == nil:
 				fail(fmt.Errorf("event stream: %w", err))
+			case cause != context.Canceled:
+				fail(cause) // idle
 			}
 			return
 		}
+		idle.Reset(b.cfg.WatchIdle)
 		if f.Index == 0 && len(f.Events) == 0 {
 			continue // heartbeat
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,5 +227,73 @@ func TestObserveFromStream(t *testing.T) {
 	f.frames <- string(fr)
 	if s := check("a collected"); len(s.Jobs) != 0 || len(be.w.allocs) != 0 || len(be.w.jobs) != 1 {
 		t.Fatalf("a collected: %d jobs observed, %d allocations and %d jobs kept", len(s.Jobs), len(be.w.allocs), len(be.w.jobs))
+	}
+}
+
+// TestStreamOutlivesRequestTimeout: the agent's client bounds each request
+// (-nomad-timeout); the stream, one request for hours, is read through
+// StreamClient and is not cut by that bound. A stream that sends nothing
+// for WatchIdle (no heartbeat: a server gone silent) is dropped, and the
+// next Observe re-lists and subscribes again.
+func TestStreamOutlivesRequestTimeout(t *testing.T) {
+	n1 := modelledNode("n1")
+	n1.ModifyIndex = 5
+	f := &fakeNomad{nodes: []*api.Node{n1},
+		index:  map[string]uint64{"/v1/nodes": 5, "/v1/jobs": 1, "/v1/allocations": 1},
+		frames: make(chan string, 16), hangup: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	short, err := api.NewClient(&api.Config{Address: srv.URL, HttpClient: &http.Client{Timeout: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := api.NewClient(&api.Config{Address: srv.URL, HttpClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := New(Config{Client: short, StreamClient: long, Watch: true, WatchWait: 300 * time.Millisecond,
+		WatchIdle: 800 * time.Millisecond, Progress: func(*api.Job) (float64, bool) { return 0, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	observe := func() {
+		t.Helper()
+		if _, err := be.Observe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	streamErr := func() error {
+		be.w.mu.Lock()
+		defer be.w.mu.Unlock()
+		return be.w.err
+	}
+	observe() // sync
+	// Heartbeats for 3x the request timeout: the stream stays, rounds
+	// come from memory.
+	for range 6 {
+		time.Sleep(100 * time.Millisecond)
+		f.frames <- "{}"
+	}
+	if err := streamErr(); err != nil {
+		t.Fatalf("stream failed under heartbeats: %v", err)
+	}
+	relists := be.w.relists
+	observe()
+	if be.w.relists != relists {
+		t.Fatalf("re-listed with a live stream")
+	}
+	// Silence: the idle bound cuts the stream.
+	time.Sleep(1200 * time.Millisecond)
+	err = streamErr()
+	if err == nil || !strings.Contains(err.Error(), "nothing received for 800ms") {
+		t.Fatalf("silent stream: error %v, want the idle cut", err)
+	}
+	observe()
+	if be.w.relists != relists+1 {
+		t.Fatalf("after the idle cut: %d re-lists, want 1", be.w.relists-relists)
+	}
+	if err := streamErr(); err != nil {
+		t.Fatalf("not subscribed again: %v", err)
 	}
 }

@@ -320,7 +320,12 @@ func (c *agentCmd) Run(args []string) int {
 	}
 	lopts := c.leaderOptions(set, s.cfg.HA, nc.Namespace)
 	c.leaseFile = s.cfg.HA.LeaseFile
+	snc := streamConfig(nc) // before NewClient rewrites nc
 	client, err := api.NewClient(nc)
+	if err != nil {
+		return c.fail(err)
+	}
+	streamClient, err := api.NewClient(snc)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -364,7 +369,7 @@ func (c *agentCmd) Run(args []string) int {
 	if err := setProfiles(s); err != nil {
 		return c.fail(err)
 	}
-	backend, err := rnomad.New(rnomad.Config{Client: client, Pool: c.pool, Logger: log.Named("nomad"),
+	backend, err := rnomad.New(rnomad.Config{Client: client, StreamClient: streamClient, Pool: c.pool, Logger: log.Named("nomad"),
 		AckTimeout: c.ackTimeout, Watch: c.eventStream, Done: ctx.Done(), Progress: progress, Epochs: epochs,
 		OnEvent: func(job, event string) { ag.Event(job, event) }, NoElastic: s.cells, Pools: cellPools(s),
 		Checkpoints: func(job string) (state.Checkpoint, bool) { return ag.Checkpoint(job) },
@@ -792,6 +797,19 @@ func withTimeout(nc *api.Config, d time.Duration) error {
 	}
 	nc.HttpClient = hc
 	return nil
+}
+
+// streamConfig is nc for the event stream: the same address, TLS and
+// token, but no bound on a request's whole time (withTimeout), which would
+// cut the hours-long stream; the watcher drops a silent stream itself.
+func streamConfig(nc *api.Config) *api.Config {
+	snc := *nc
+	if nc.HttpClient != nil {
+		hc := *nc.HttpClient
+		hc.Timeout = 0
+		snc.HttpClient = &hc
+	}
+	return &snc
 }
 
 // dryRunOr is the backend the agent drives: with -dry-run, one that logs

@@ -4,6 +4,9 @@ import (
 	"flag"
 	"io"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
 
 	rhcl "github.com/rondo-sched/rondo/hcl"
 )
@@ -54,5 +57,22 @@ func TestNomadConnPrecedence(t *testing.T) {
 	// Field by field: a flag for one setting leaves the others to the env.
 	if g := conf(t, "-ca-cert", "/flag/ca.pem"); g.ca != "/flag/ca.pem" || g.addr != "https://env:4646" || g.cert != "/env/cert.pem" {
 		t.Fatalf("one flag: %+v", g)
+	}
+}
+
+// The event stream's client is the agent's, less the per-request bound
+// (-nomad-timeout would cut the hours-long stream): same transport (TLS,
+// connections), token and address.
+func TestStreamConfigDropsRequestTimeout(t *testing.T) {
+	nc := &api.Config{Address: "https://nomad:4646", SecretID: "tok", TLSConfig: &api.TLSConfig{}}
+	if err := withTimeout(nc, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s := streamConfig(nc)
+	if s.HttpClient == nc.HttpClient || s.HttpClient.Timeout != 0 || nc.HttpClient.Timeout != 15*time.Second {
+		t.Fatalf("stream client timeout %v, agent's %v", s.HttpClient.Timeout, nc.HttpClient.Timeout)
+	}
+	if s.HttpClient.Transport != nc.HttpClient.Transport || s.Address != nc.Address || s.SecretID != nc.SecretID {
+		t.Fatalf("stream config differs beyond the timeout: %+v", s)
 	}
 }
