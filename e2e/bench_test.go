@@ -24,9 +24,15 @@ type ackTransport struct {
 	base   http.RoundTripper
 	writes atomic.Int64
 	last   atomic.Int64 // unix nanos
+	// allocLists: full allocation listings (enforcement's waits read
+	// the event stream's memory instead where they can).
+	allocLists atomic.Int64
 }
 
 func (t *ackTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/allocations" && r.URL.Query().Get("prefix") == "" {
+		t.allocLists.Add(1)
+	}
 	resp, err := t.base.RoundTrip(r)
 	if r.Method != http.MethodGet && err == nil && resp.StatusCode < 300 {
 		t.writes.Add(1)
@@ -142,7 +148,7 @@ func TestScaleBench(t *testing.T) {
 		}
 		defer b.Close()
 		for round := 1; round <= 3; round++ {
-			w0 := tr.writes.Load()
+			w0, l0, a0 := tr.writes.Load(), tr.allocLists.Load(), b.AckReads()
 			start := time.Now()
 			snap, err := b.Observe()
 			if err != nil {
@@ -189,8 +195,9 @@ func TestScaleBench(t *testing.T) {
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
 			from, relists := b.WatchStats()
-			line := fmt.Sprintf("BENCH policy=%s jobs=%d round=%d running=%d starts=%d writes=%d observe=%v%s watch=%v from_stream=%d relists=%d decide=%v all_writes_acked=%v all_running=%v heap_mib=%.0f",
+			line := fmt.Sprintf("BENCH policy=%s jobs=%d round=%d running=%d starts=%d writes=%d observe=%v%s watch=%v from_stream=%d relists=%d alloc_lists=%d ack_reads_from_stream=%d decide=%v all_writes_acked=%v all_running=%v heap_mib=%.0f",
 				policy, n, round, len(snap.Running), starts, tr.writes.Load()-w0, observed.Round(time.Millisecond), relisted, watch, from, relists,
+				tr.allocLists.Load()-l0, b.AckReads()-a0,
 				(decided - observed).Round(time.Millisecond), acked.Round(time.Millisecond), running.Round(time.Millisecond), float64(ms.HeapAlloc)/(1<<20))
 			t.Log(line)
 			fmt.Println(line)

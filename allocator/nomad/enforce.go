@@ -254,7 +254,7 @@ func (b *Backend) splitExiting(starts []engine.Assignment, elastic []elasticStar
 	if len(starts)+len(elastic) == 0 {
 		return starts, elastic, nil, nil
 	}
-	by, err := b.allAllocs()
+	by, err := b.ackAllocs()
 	if err != nil {
 		// Unlisted: every start waits in afterExits, which lists again.
 		return nil, nil, starts, elastic
@@ -303,7 +303,7 @@ func (b *Backend) afterExits(starts []engine.Assignment, elastic []elasticStart)
 		return false
 	}
 	err := b.waitUntil("stopped tasks to exit", func() (bool, error) {
-		by, err := b.allAllocs()
+		by, err := b.ackAllocs()
 		if err != nil {
 			return false, err
 		}
@@ -413,7 +413,7 @@ func (b *Backend) waitAllocs(what string, pending int, done func(allocsByJob) bo
 		if pending == 0 {
 			return true, nil
 		}
-		by, err := b.allAllocs()
+		by, err := b.ackAllocs()
 		if err != nil {
 			return false, err
 		}

@@ -106,8 +106,9 @@ type watcher struct {
 	jobs     map[jobRef]*api.JobListStub
 	allocs   map[string]*api.AllocationListStub
 	nodes    map[string]*api.NodeListStub
-	// Stats: rounds served from memory and re-lists since New.
-	fromStream, relists int
+	// Stats: rounds served from memory, re-lists since New, and
+	// enforcement's allocation reads served from memory (ackAllocs).
+	fromStream, relists, ackReads int
 }
 
 func newWatcher() *watcher {
@@ -277,6 +278,59 @@ func (b *Backend) fromStream() (l *lists, stuck bool, why string) {
 				continue
 			}
 			return nil, pos == pos0, fmt.Sprintf("stream at index %d behind the server's %v", pos, srv)
+		}
+	}
+}
+
+// ackAllocs is every allocation by job, for enforcement's waits (each
+// polls every 250 ms until its writes took effect): from the watcher's
+// memory once the stream has delivered the allocation table up to the
+// server's current index (one index probe), else a full listing. A listing
+// per poll is what the server serves between its writes: at a thousand
+// jobs, a rotation's waits re-listed thousands of allocations four times a
+// second while the server was placing them.
+func (b *Backend) ackAllocs() (allocsByJob, error) {
+	if by := b.streamAllocs(); by != nil {
+		return by, nil
+	}
+	return b.allAllocs()
+}
+
+// streamAllocs is ackAllocs from memory, nil where the watcher is off,
+// unsynced or failed, or has not caught up with the allocation table
+// within WatchWait (Observe decides about re-syncing; this only falls back).
+func (b *Backend) streamAllocs() allocsByJob {
+	w := b.w
+	if !b.cfg.Watch || w == nil || !w.synced {
+		return nil
+	}
+	q := b.listOpts()
+	q.Prefix = noSuchUUID
+	_, qm, err := b.cfg.Client.Allocations().List(q)
+	if err != nil {
+		return nil
+	}
+	deadline := time.NewTimer(b.cfg.WatchWait)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		if w.err != nil {
+			w.mu.Unlock()
+			return nil
+		}
+		if max(w.pos, w.floor[tAllocs]) >= qm.LastIndex {
+			pending, gcs := w.take()
+			w.mu.Unlock()
+			b.applyAll(pending, gcs)
+			w.ackReads++
+			return b.byJob(w.sortedAllocs())
+		}
+		wake := w.wake
+		w.mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return nil
 		}
 	}
 }
@@ -621,23 +675,24 @@ func (w *watcher) lists() *lists {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	for _, a := range w.allocs {
-		l.allocs = append(l.allocs, a)
-	}
-	slices.SortFunc(l.allocs, func(a, b *api.AllocationListStub) int {
-		if a.CreateIndex != b.CreateIndex {
-			if a.CreateIndex < b.CreateIndex {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	l.allocs = w.sortedAllocs()
 	for _, n := range w.nodes {
 		l.nodes = append(l.nodes, n)
 	}
 	slices.SortFunc(l.nodes, func(a, b *api.NodeListStub) int { return strings.Compare(a.ID, b.ID) })
 	return l
+}
+
+// sortedAllocs are the allocations in memory by creation index and id.
+func (w *watcher) sortedAllocs() []*api.AllocationListStub {
+	out := make([]*api.AllocationListStub, 0, len(w.allocs))
+	for _, a := range w.allocs {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *api.AllocationListStub) int {
+		return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), strings.Compare(a.ID, b.ID))
+	})
+	return out
 }
 
 // jobStub is the job's list stub as Nomad builds it (structs.Job.Stub,
@@ -689,6 +744,17 @@ func (b *Backend) WatchStats() (fromStream, relists int) {
 		return 0, 0
 	}
 	return b.w.fromStream, b.w.relists
+}
+
+// AckReads is how many of enforcement's allocation reads (ackAllocs) the
+// event stream's memory served since New, in place of a listing.
+func (b *Backend) AckReads() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.w == nil {
+		return 0
+	}
+	return b.w.ackReads
 }
 
 // Close ends the event stream subscription, if any.

@@ -297,3 +297,106 @@ func TestStreamOutlivesRequestTimeout(t *testing.T) {
 		t.Fatalf("not subscribed again: %v", err)
 	}
 }
+
+// TestAckAllocsFromStream: enforcement's allocation reads (ackAllocs, every
+// 250 ms of a wait for its writes) come from the watcher's memory once the
+// stream has delivered the allocation table up to the server's index, with
+// no listing, and equal a listing's; a table index the stream does not
+// reach within WatchWait, or the watcher off, falls back to a listing.
+func TestAckAllocsFromStream(t *testing.T) {
+	n1 := modelledNode("n1")
+	n1.ModifyIndex = 5
+	a := resJob("a")
+	a.Namespace, a.CreateIndex, a.ModifyIndex = ptr("default"), ptr(uint64(1)), ptr(uint64(10))
+	f := &fakeNomad{nodes: []*api.Node{n1}, jobs: []*api.Job{a},
+		index:  map[string]uint64{"/v1/nodes": 5, "/v1/jobs": 10, "/v1/allocations": 1},
+		frames: make(chan string, 16), hangup: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(&api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := New(Config{Client: c, Watch: true, WatchWait: 300 * time.Millisecond,
+		Progress: func(*api.Job) (float64, bool) { return 0, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	if _, err := be.Observe(); err != nil || !be.w.synced {
+		t.Fatalf("sync: %v, synced %v", err, be.w != nil && be.w.synced)
+	}
+	// ack reads as enforcement does (under the backend's lock); the
+	// listing's answer for comparison.
+	ack := func() allocsByJob {
+		t.Helper()
+		be.mu.Lock()
+		defer be.mu.Unlock()
+		by, err := be.ackAllocs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return by
+	}
+	listed := func() allocsByJob {
+		t.Helper()
+		by, err := be.allAllocs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return by
+	}
+	gpus := func(by allocsByJob) string {
+		n, running, got := liveGPUs(by["a"])
+		return fmt.Sprintf("%d live, %d running, %v", n, running, got)
+	}
+	fromMemory := func(step string, want string) {
+		t.Helper()
+		lists, reads := f.lists.Load(), be.AckReads()
+		by := ack()
+		if n := f.lists.Load() - lists; n != 0 || be.AckReads() != reads+1 {
+			t.Fatalf("%s: %d listings, %d reads from memory", step, n, be.AckReads()-reads)
+		}
+		if got, l := gpus(by), gpus(listed()); got != want || l != want {
+			t.Fatalf("%s: from memory %s, listed %s, want %s", step, got, l, want)
+		}
+	}
+	fromMemory("nothing placed", "0 live, 0 running, []")
+
+	// a placed (pending), then running on n1-g2.
+	al := &api.Allocation{ID: "11111111-0000-0000-0000-000000000001", Namespace: "default", Name: "a.train[0]", JobID: "a",
+		TaskGroup: "train", NodeID: "n1", ClientStatus: "pending", DesiredStatus: "run", CreateIndex: 21, ModifyIndex: 21,
+		CreateTime: time.Now().UnixNano(),
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"train": {
+			Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: "Tesla V100-SXM2-16GB", DeviceIDs: []string{"n1-g2"}}}}}}}
+	f.allocs = append(f.allocs, al)
+	f.publish("/v1/allocations", 21, "Allocation", "PlanResult", "Allocation", al, false)
+	fromMemory("a placed", "1 live, 0 running, [n1-g2]")
+	al.ClientStatus, al.ModifyIndex = "running", 22
+	f.publish("/v1/allocations", 22, "Allocation", "AllocationUpdated", "Allocation", al, false)
+	fromMemory("a running", "1 live, 1 running, [n1-g2]")
+
+	// The table moves without an event: the read falls back to a listing
+	// after WatchWait (and leaves re-syncing to Observe).
+	al.ClientStatus, al.ModifyIndex = "complete", 23
+	f.publish("/v1/allocations", 23, "", "", "", nil, true)
+	lists, reads := f.lists.Load(), be.AckReads()
+	start := time.Now()
+	if got := gpus(ack()); got != "0 live, 0 running, []" {
+		t.Fatalf("silent write: %s", got)
+	}
+	if n := f.lists.Load() - lists; n != 1 || be.AckReads() != reads {
+		t.Fatalf("silent write: %d listings, %d reads from memory", n, be.AckReads()-reads)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("listed after %v, before the wait ran out", d)
+	}
+
+	// Watch off: a listing.
+	be.SetWatch(false)
+	lists = f.lists.Load()
+	ack()
+	if n := f.lists.Load() - lists; n != 1 {
+		t.Fatalf("watch off: %d listings", n)
+	}
+}
