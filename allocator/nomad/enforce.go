@@ -131,17 +131,19 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	// A job in the GPU pool that holds no allocation Rondo placed but still
 	// has a count — pending placement, or submitted straight to the pool
 	// past the gate — would take GPUs behind Rondo's back: withdraw it
-	// unless this plan starts it.
-	for id, st := range b.jobs {
+	// unless this plan starts it. Withdrawals are independent scale calls
+	// (after an agent died mid-enforcement there may be hundreds): issued
+	// with stopAll, reported in id order.
+	var withdraw []stopOp
+	for _, id := range slices.Sorted(maps.Keys(b.jobs)) {
+		st := b.jobs[id]
 		if st.inPool && len(st.gpus) == 0 && !starting[id] && (groupCount(st.job, st.group) > 0 ||
 			st.psGroup != "" && groupCount(st.job, st.psGroup) > 0) {
 			event := "withdraw"
 			if !st.admitted {
 				event = "gate"
 			}
-			if err := b.suspend(id, event); err != nil {
-				errs = append(errs, err)
-			}
+			withdraw = append(withdraw, stopOp{id: id, event: event})
 		}
 		if !st.inPool && st.psGroup != "" && st.psLive > 0 && !starting[id] {
 			// A two-role job waiting for admission: its parameter servers
@@ -156,6 +158,8 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			b.event(id, "gate")
 		}
 	}
+	_, werrs := b.stopAll(withdraw)
+	errs = append(errs, werrs...)
 	if err := b.waitAllocs("suspended jobs to stop", len(stopping)+len(shrinking), func(by allocsByJob) bool {
 		for _, id := range stopping {
 			if n, _, _ := liveGPUs(by[id]); n > 0 {
@@ -539,13 +543,6 @@ func groupCount(job *api.Job, group string) int {
 		}
 	}
 	return 0
-}
-
-// suspend scales the job's GPU group to 0; the task is sent its kill signal
-// and has kill_timeout to checkpoint.
-func (b *Backend) suspend(id, event string) error {
-	_, errs := b.stopAll([]stopOp{{id: id, event: event}})
-	return errors.Join(errs...)
 }
 
 func (b *Backend) event(id, event string) {

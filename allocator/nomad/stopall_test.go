@@ -85,3 +85,56 @@ func TestSuspendsIssuedConcurrently(t *testing.T) {
 		t.Fatalf("events %v, want the plan's order %v", events, want)
 	}
 }
+
+// Jobs in the GPU pool with a count but no allocation Rondo placed (an
+// agent died between a start's registration and its placement; a job
+// submitted straight to the pool) are withdrawn, or gated when never
+// admitted, a few scale calls at a time, reported in id order.
+func TestWithdrawalsIssuedConcurrently(t *testing.T) {
+	f := &fakeNomad{nodes: []*api.Node{modelledNode("n1")}}
+	var want []string
+	for i := range 16 {
+		id := fmt.Sprintf("w%02d", 15-i)
+		job := resJob(id)
+		job.NodePool = ptr("rondo")
+		if i%2 == 0 { // admitted: pinned to a node
+			job.TaskGroups[0].Constraints = append(job.TaskGroups[0].Constraints, api.NewConstraint(nodeTarget, "=", "n1"))
+		}
+		f.jobs = append(f.jobs, job)
+	}
+	for i := range 16 {
+		ev := "gate"
+		if (15-i)%2 == 0 {
+			ev = "withdraw"
+		}
+		want = append(want, fmt.Sprintf("w%02d:%s", i, ev))
+	}
+	s := &slowScales{f: f}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(&api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	b, err := New(Config{Client: c, AckTimeout: 5 * time.Second, Progress: func(*api.Job) (float64, bool) { return 0, false },
+		OnEvent: func(id, ev string) { events = append(events, id+":"+ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enforce(&engine.Plan{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.scaled) != 16 {
+		t.Fatalf("%d scale calls for 16 withdrawals", len(s.scaled))
+	}
+	if m := s.most.Load(); m < 2 || m > startParallelism {
+		t.Fatalf("%d scale calls in flight at most, want 2..%d", m, startParallelism)
+	}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
+	}
+}
