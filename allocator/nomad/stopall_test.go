@@ -3,7 +3,6 @@ package nomad
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +40,23 @@ func (s *slowScales) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "{}")
 }
 
+// slowScalesBackend is a backend on f behind slowScales, observed once;
+// events collects its job events ("id:event").
+func slowScalesBackend(t *testing.T, f *fakeNomad) (*slowScales, *Backend, *[]string) {
+	t.Helper()
+	s := &slowScales{f: f}
+	events := new([]string)
+	b, err := New(Config{Client: serveClient(t, s), AckTimeout: 5 * time.Second, Progress: func(*api.Job) (float64, bool) { return 0, false },
+		OnEvent: func(id, ev string) { *events = append(*events, id+":"+ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	return s, b, events
+}
+
 // A round that suspends many jobs issues their scale calls a few at a time
 // (a full rotation stops every running job), and still reports the
 // suspensions in the plan's order.
@@ -52,22 +68,7 @@ func TestSuspendsIssuedConcurrently(t *testing.T) {
 		f.jobs = append(f.jobs, resJob(id))
 		ids = append(ids, id)
 	}
-	s := &slowScales{f: f}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []string
-	b, err := New(Config{Client: c, AckTimeout: 5 * time.Second, Progress: func(*api.Job) (float64, bool) { return 0, false },
-		OnEvent: func(id, ev string) { events = append(events, id+":"+ev) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Observe(); err != nil {
-		t.Fatal(err)
-	}
+	s, b, events := slowScalesBackend(t, f)
 	if err := b.Enforce(&engine.Plan{Suspend: ids}); err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +82,8 @@ func TestSuspendsIssuedConcurrently(t *testing.T) {
 	for _, id := range ids {
 		want = append(want, id+":suspend")
 	}
-	if !slices.Equal(events, want) {
-		t.Fatalf("events %v, want the plan's order %v", events, want)
+	if !slices.Equal(*events, want) {
+		t.Fatalf("events %v, want the plan's order %v", *events, want)
 	}
 }
 
@@ -109,22 +110,7 @@ func TestWithdrawalsIssuedConcurrently(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("w%02d:%s", i, ev))
 	}
-	s := &slowScales{f: f}
-	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []string
-	b, err := New(Config{Client: c, AckTimeout: 5 * time.Second, Progress: func(*api.Job) (float64, bool) { return 0, false },
-		OnEvent: func(id, ev string) { events = append(events, id+":"+ev) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Observe(); err != nil {
-		t.Fatal(err)
-	}
+	s, b, events := slowScalesBackend(t, f)
 	if err := b.Enforce(&engine.Plan{}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +120,7 @@ func TestWithdrawalsIssuedConcurrently(t *testing.T) {
 	if m := s.most.Load(); m < 2 || m > startParallelism {
 		t.Fatalf("%d scale calls in flight at most, want 2..%d", m, startParallelism)
 	}
-	if !slices.Equal(events, want) {
-		t.Fatalf("events %v, want %v", events, want)
+	if !slices.Equal(*events, want) {
+		t.Fatalf("events %v, want %v", *events, want)
 	}
 }

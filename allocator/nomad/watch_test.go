@@ -58,6 +58,39 @@ func streamed(s *engine.Snapshot) string {
 	return string(out)
 }
 
+// allocOnG2 is job a's allocation on GPU n1-g2, created at index 21.
+func allocOnG2(status string) *api.Allocation {
+	return &api.Allocation{ID: "11111111-0000-0000-0000-000000000001", Namespace: "default", Name: "a.train[0]", JobID: "a",
+		TaskGroup: "train", NodeID: "n1", ClientStatus: status, DesiredStatus: "run", CreateIndex: 21, ModifyIndex: 21,
+		CreateTime: time.Now().UnixNano(),
+		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"train": {
+			Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: "Tesla V100-SXM2-16GB", DeviceIDs: []string{"n1-g2"}}}}}}}
+}
+
+// serveClient serves h and returns a client of it.
+func serveClient(t *testing.T, h http.Handler) *api.Client {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(&api.Config{Address: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// watchedBackend is a backend on f with the watcher on (WatchWait 300 ms).
+func watchedBackend(t *testing.T, f *fakeNomad) *Backend {
+	t.Helper()
+	be, err := New(Config{Client: serveClient(t, f), Watch: true, WatchWait: 300 * time.Millisecond,
+		Progress: func(*api.Job) (float64, bool) { return 0, false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	return be
+}
+
 // TestObserveFromStream: with Watch, the first Observe subscribes and
 // re-lists; later ones list nothing, applying the stream's events (a job
 // registered, an allocation placed, a job stopped, a node turned
@@ -74,18 +107,7 @@ func TestObserveFromStream(t *testing.T) {
 	f := &fakeNomad{nodes: []*api.Node{n1}, jobs: []*api.Job{a},
 		index:  map[string]uint64{"/v1/nodes": 5, "/v1/jobs": 10, "/v1/allocations": 1},
 		frames: make(chan string, 16), hangup: make(chan struct{})}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := New(Config{Client: c, Watch: true, WatchWait: 300 * time.Millisecond,
-		Progress: func(*api.Job) (float64, bool) { return 0, false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(be.Close)
+	be := watchedBackend(t, f)
 	observe := func(watch bool) *engine.Snapshot {
 		t.Helper()
 		be.SetWatch(watch)
@@ -128,11 +150,7 @@ func TestObserveFromStream(t *testing.T) {
 	}
 
 	// An allocation of a placed on n1-g2.
-	al := &api.Allocation{ID: "11111111-0000-0000-0000-000000000001", Namespace: "default", Name: "a.train[0]", JobID: "a",
-		TaskGroup: "train", NodeID: "n1", ClientStatus: "running", DesiredStatus: "run", CreateIndex: 21, ModifyIndex: 21,
-		CreateTime: time.Now().UnixNano(),
-		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"train": {
-			Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: "Tesla V100-SXM2-16GB", DeviceIDs: []string{"n1-g2"}}}}}}}
+	al := allocOnG2("running")
 	f.allocs = append(f.allocs, al)
 	f.publish("/v1/allocations", 21, "Allocation", "PlanResult", "Allocation", al, false)
 	if s := check("a placed"); len(s.Running) != 1 || s.Running[0].GPUs[0] != "n1-g2" {
@@ -311,18 +329,7 @@ func TestAckAllocsFromStream(t *testing.T) {
 	f := &fakeNomad{nodes: []*api.Node{n1}, jobs: []*api.Job{a},
 		index:  map[string]uint64{"/v1/nodes": 5, "/v1/jobs": 10, "/v1/allocations": 1},
 		frames: make(chan string, 16), hangup: make(chan struct{})}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	c, err := api.NewClient(&api.Config{Address: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be, err := New(Config{Client: c, Watch: true, WatchWait: 300 * time.Millisecond,
-		Progress: func(*api.Job) (float64, bool) { return 0, false }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(be.Close)
+	be := watchedBackend(t, f)
 	if _, err := be.Observe(); err != nil || !be.w.synced {
 		t.Fatalf("sync: %v, synced %v", err, be.w != nil && be.w.synced)
 	}
@@ -364,11 +371,7 @@ func TestAckAllocsFromStream(t *testing.T) {
 	fromMemory("nothing placed", "0 live, 0 running, []")
 
 	// a placed (pending), then running on n1-g2.
-	al := &api.Allocation{ID: "11111111-0000-0000-0000-000000000001", Namespace: "default", Name: "a.train[0]", JobID: "a",
-		TaskGroup: "train", NodeID: "n1", ClientStatus: "pending", DesiredStatus: "run", CreateIndex: 21, ModifyIndex: 21,
-		CreateTime: time.Now().UnixNano(),
-		AllocatedResources: &api.AllocatedResources{Tasks: map[string]*api.AllocatedTaskResources{"train": {
-			Devices: []*api.AllocatedDeviceResource{{Vendor: "nvidia", Type: "gpu", Name: "Tesla V100-SXM2-16GB", DeviceIDs: []string{"n1-g2"}}}}}}}
+	al := allocOnG2("pending")
 	f.allocs = append(f.allocs, al)
 	f.publish("/v1/allocations", 21, "Allocation", "PlanResult", "Allocation", al, false)
 	fromMemory("a placed", "1 live, 0 running, [n1-g2]")
