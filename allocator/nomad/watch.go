@@ -164,22 +164,36 @@ const (
 	noSuchUUID = "00000000-0000-0000-0000-00000000d0d0"
 )
 
+// allocIndex is the server's current index of the allocation table.
+func (b *Backend) allocIndex() (uint64, error) {
+	q := b.listOpts()
+	q.Prefix = noSuchUUID
+	_, qm, err := b.cfg.Client.Allocations().List(q)
+	if err != nil {
+		return 0, err
+	}
+	return qm.LastIndex, nil
+}
+
 // serverIndexes are the server's current index of each table.
 func (b *Backend) serverIndexes() ([nTables]uint64, error) {
-	jobs, allocs := b.listOpts(), b.listOpts()
-	jobs.Prefix, allocs.Prefix = noSuchJob, noSuchUUID
-	probes := [nTables]func() (*api.QueryMeta, error){
-		tJobs: func() (*api.QueryMeta, error) {
+	jobs := b.listOpts()
+	jobs.Prefix = noSuchJob
+	probes := [nTables]func() (uint64, error){
+		tJobs: func() (uint64, error) {
 			_, qm, err := b.cfg.Client.Jobs().List(jobs)
-			return qm, err
+			if err != nil {
+				return 0, err
+			}
+			return qm.LastIndex, nil
 		},
-		tAllocs: func() (*api.QueryMeta, error) {
-			_, qm, err := b.cfg.Client.Allocations().List(allocs)
-			return qm, err
-		},
-		tNodes: func() (*api.QueryMeta, error) {
+		tAllocs: b.allocIndex,
+		tNodes: func() (uint64, error) {
 			_, qm, err := b.cfg.Client.Nodes().List(&api.QueryOptions{Prefix: noSuchUUID})
-			return qm, err
+			if err != nil {
+				return 0, err
+			}
+			return qm.LastIndex, nil
 		},
 	}
 	var idx [nTables]uint64
@@ -189,11 +203,7 @@ func (b *Backend) serverIndexes() ([nTables]uint64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			qm, err := probe()
-			if err == nil {
-				idx[t] = qm.LastIndex
-			}
-			errs[t] = err
+			idx[t], errs[t] = probe()
 		}()
 	}
 	wg.Wait()
@@ -304,9 +314,7 @@ func (b *Backend) streamAllocs() allocsByJob {
 	if !b.cfg.Watch || w == nil || !w.synced {
 		return nil
 	}
-	q := b.listOpts()
-	q.Prefix = noSuchUUID
-	_, qm, err := b.cfg.Client.Allocations().List(q)
+	idx, err := b.allocIndex()
 	if err != nil {
 		return nil
 	}
@@ -318,7 +326,7 @@ func (b *Backend) streamAllocs() allocsByJob {
 			w.mu.Unlock()
 			return nil
 		}
-		if max(w.pos, w.floor[tAllocs]) >= qm.LastIndex {
+		if max(w.pos, w.floor[tAllocs]) >= idx {
 			pending, gcs := w.take()
 			w.mu.Unlock()
 			b.applyAll(pending, gcs)
