@@ -56,7 +56,10 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 			planned[id] = true
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(b.jobs)) {
+	// Both sweeps over every job below go in id order (reports, events
+	// and errors in a stable order): sorted once.
+	ids := slices.Sorted(maps.Keys(b.jobs))
+	for _, id := range ids {
 		st := b.jobs[id]
 		if !st.shared || len(st.gpus) == 0 || planned[id] || slices.Contains(p.Suspend, id) {
 			continue
@@ -135,7 +138,7 @@ func (b *Backend) Enforce(p *engine.Plan) error {
 	// (after an agent died mid-enforcement there may be hundreds): issued
 	// with stopAll, reported in id order.
 	var withdraw []stopOp
-	for _, id := range slices.Sorted(maps.Keys(b.jobs)) {
+	for _, id := range ids {
 		st := b.jobs[id]
 		if st.inPool && len(st.gpus) == 0 && !starting[id] && (groupCount(st.job, st.group) > 0 ||
 			st.psGroup != "" && groupCount(st.job, st.psGroup) > 0) {
