@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -150,17 +151,15 @@ type Engine struct {
 	// (recompute), zGen when the units or their order did: candidates'
 	// cached order is then stale.
 	zGen, zKeyGen, zBuild int
-	// resetGen counts resets; resetTypes are the types at the last one
-	// (unit.baseV's columns).
-	resetGen   int
+	// resetTypes are the types at the last reset (the columns of
+	// unit.baseV of a unit whose vgen is typesGen+1).
 	resetTypes []string
 	typesGen   int // changes of resetTypes
 	prepStamp  int // the last prepare (round.go)
 
-	// Finish-time fairness's running isolated time.
-	isoTime  map[string]float64
-	isoTput  map[string]float64
-	isoSteps map[string]float64 // steps done at the last recompute
+	// Finish-time fairness's running isolated time, per job.
+	iso      map[string]*isoState
+	probRows []float64 // problem's scratch
 	rounds   int
 
 	// entityOf is each job's entity at the last recompute (only with
@@ -216,8 +215,7 @@ func New(cfg Config) (*Engine, error) {
 		name = c
 	}
 	e := &Engine{cfg: cfg, canonical: name, shuffler: pyrand.New(cfg.Seed + 5),
-		lastJobs: map[string]bool{}, units: map[ukey]*unit{}, isoTime: map[string]float64{},
-		isoTput: map[string]float64{}, isoSteps: map[string]float64{}}
+		lastJobs: map[string]bool{}, units: map[ukey]*unit{}, iso: map[string]*isoState{}}
 	e.packing = strings.HasSuffix(name, "_packed") || name == "gandiva"
 	if cfg.Packing != nil {
 		e.packing = *cfg.Packing
@@ -295,9 +293,7 @@ func (e *Engine) noteEvents(s *Snapshot) {
 	for id := range e.lastJobs {
 		if !now[id] {
 			e.needUpdate = true
-			delete(e.isoTime, id)
-			delete(e.isoTput, id)
-			delete(e.isoSteps, id)
+			delete(e.iso, id)
 		}
 	}
 	e.lastJobs = now
@@ -551,7 +547,6 @@ func (e *Engine) x(u *unit, typ string) float64 {
 // of pairs. Units absent from the snapshot are forgotten.
 func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	types := typeNames(s.GPUs)
-	e.resetGen++
 	if !slices.Equal(types, e.resetTypes) {
 		e.typesGen++ // pairs' dense received time (pairCum) is stale
 	}
@@ -568,42 +563,19 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		if u.trivial() {
 			continue
 		}
-		if u.def == nil {
-			u.def = map[string]float64{}
+		if u.vgen != e.typesGen+1 {
+			u.retype(types, e.typesGen+1)
 		}
-		if cap(u.baseV) < len(types) {
-			if len(types) <= len(u.inl[0]) {
-				// In the unit itself: no pointer to chase per round.
-				u.baseV, u.defV = u.inl[0][:], u.inl[1][:]
-			} else {
-				u.baseV = make([]float64, len(types))
-				u.defV = make([]float64, len(types))
-			}
-		}
-		u.baseV, u.defV = u.baseV[:len(types)], u.defV[:len(types)]
 		for i, t := range types {
 			cum := u.cum[t]
-			received := cum - u.base[t]
+			received := cum - u.baseV[i]
 			x := 0.0
 			if u.xrow != nil && xi[i] >= 0 {
 				x = u.xrow[xi[i]]
 			}
-			def := u.def[t] + (x*elapsed - received)
-			u.def[t] = def
+			u.defV[i] += x*elapsed - received
 			u.baseV[i] = cum
-			u.defV[i] = def
 		}
-		// The new baseline replaces the map's contents (the unit owns
-		// it: history snapshots copy it).
-		if u.base == nil {
-			u.base = make(map[string]float64, len(types))
-		} else {
-			clear(u.base)
-		}
-		for i, t := range types {
-			u.base[t] = u.baseV[i]
-		}
-		u.baseGen = e.resetGen
 		u.setQuiet()
 	}
 	for k, u := range e.units {
@@ -612,7 +584,7 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 			// Units share slabs (newUnit): a dead one's references
 			// would keep an old allocation's rows and the snapshot's
 			// maps alive as long as any unit of its slab lives.
-			u.xrow, u.cum, u.jt, u.pt, u.base, u.def = nil, nil, nil, nil, nil, nil
+			u.xrow, u.cum, u.jt, u.pt, u.vtypes, u.defOld = nil, nil, nil, nil, nil, nil
 			u.ja, u.jb = nil, nil
 		}
 	}
@@ -659,39 +631,67 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	if pairs {
 		in = make(map[string]bool, len(s.Jobs))
 	}
-	runnable := make([]Job, 0, len(s.Jobs))
+	// Each job's throughput on each type, looked up once: rows[r*k+i] is
+	// runnable job r's on names[i] (types in name order, so that sums do
+	// not depend on map order).
+	names := slices.Sorted(maps.Keys(counts))
+	k := len(names)
+	rows := slices.Grow(e.probRows[:0], len(s.Jobs)*k)[:len(s.Jobs)*k]
+	runnable := make([]int, 0, len(s.Jobs))  // indexes in s.Jobs
+	iso := make([]*isoState, 0, len(s.Jobs)) // runnable's
 	p.Jobs = make([]policies.Job, 0, len(s.Jobs))
-	for _, j := range s.Jobs {
-		tp, any := j.Throughput, true
-		if !positiveOn(tp, counts) {
+	for ji := range s.Jobs {
+		j := &s.Jobs[ji]
+		row := rows[len(runnable)*k : len(runnable)*k+k]
+		// all: the job runs on every type of the cluster and on no other,
+		// so the policy takes its own map (no policy modifies it), not a
+		// copy narrowed to the cluster.
+		all, any := len(j.Throughput) == k, false
+		for i, t := range names {
+			v := j.Throughput[t]
+			row[i] = v
+			if v > 0 {
+				any = true
+			} else {
+				all = false
+			}
+		}
+		tp := j.Throughput
+		if !all {
+			if !any {
+				continue // cannot run anywhere in this cluster
+			}
 			// Narrowed to this cluster's types where the job runs.
-			tp, any = make(map[string]float64, len(counts)), false
-			for t := range counts {
-				if v := j.Throughput[t]; v > 0 {
-					tp[t] = v
-					any = true
+			tp = make(map[string]float64, k)
+			for i, t := range names {
+				if row[i] > 0 {
+					tp[t] = row[i]
 				}
 			}
 		}
-		if !any {
-			continue // cannot run anywhere in this cluster
-		}
-		runnable = append(runnable, j)
+		runnable = append(runnable, ji)
 		if pairs {
 			in[j.ID] = true
 		}
 		done := j.TotalSteps - j.RemainingSteps
-		if t := e.isoTput[j.ID]; t > 0 {
+		st := e.iso[j.ID]
+		if st == nil {
+			st = &isoState{}
+			e.iso[j.ID] = st
+		}
+		iso = append(iso, st)
+		if st.hasTput && st.tput > 0 {
 			// Steps lost to a restart from an older checkpoint (done
 			// falls) take back isolated time, never below none.
-			e.isoTime[j.ID] = math.Max(e.isoTime[j.ID]+(done-e.isoSteps[j.ID])/t, 0)
+			st.time = math.Max(st.time+(done-st.steps)/st.tput, 0)
+			st.hasTime = true
 		}
-		e.isoSteps[j.ID] = done
-		iso := e.isoTime[j.ID]
+		st.steps, st.hasSteps = done, true
+		isoTime := st.time
 		// An unset scale factor means one GPU here; policies refuse 0.
 		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: max(j.ScaleFactor, 1), Weight: j.Weight,
 			RemainingSteps: math.Max(j.RemainingSteps, 0), TimeSinceStartS: math.Max(s.TimeS-j.ArrivalS, 0),
-			IsolatedTimeS: &iso}
+			IsolatedTimeS: &isoTime}
 		if j.DeadlineS > 0 && j.DeadlineS > j.ArrivalS {
 			// policies count slo_s from the job's start.
 			slo := j.DeadlineS - j.ArrivalS
@@ -699,19 +699,22 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 		p.Jobs = append(p.Jobs, pj)
 	}
+	e.probRows = rows
 	if len(e.cfg.Entities) > 0 {
-		e.setEntities(p, runnable)
+		rj := make([]Job, len(runnable))
+		for r, ji := range runnable {
+			rj[r] = s.Jobs[ji]
+		}
+		e.setEntities(p, rj)
 	}
-	// Isolated throughput for the next interval: an equal 1/n share
-	// (types in name order so that sums do not depend on map order).
-	names := typeNames(s.GPUs)
-	cn := make([]float64, len(names))
+	// Isolated throughput for the next interval: an equal 1/n share.
+	cn := make([]float64, k)
 	for i, t := range names {
 		cn[i] = float64(counts[t])
 	}
 	n := float64(len(runnable))
-	for _, j := range runnable {
-		sf := float64(max(j.ScaleFactor, 1))
+	for r, ji := range runnable {
+		sf := float64(max(s.Jobs[ji].ScaleFactor, 1))
 		sum := 0.0
 		for i := range names {
 			sum += cn[i] / (n * sf)
@@ -721,10 +724,10 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			scale = 1 / sum
 		}
 		tput := 0.0
-		for i, t := range names {
-			tput += j.Throughput[t] * cn[i] / (n * sf) * scale
+		for i, v := range rows[r*k : r*k+k] {
+			tput += v * cn[i] / (n * sf) * scale
 		}
-		e.isoTput[j.ID] = tput
+		iso[r].tput, iso[r].hasTput = tput, true
 	}
 	if pairs {
 		// Tens of thousands of pairs at every recompute, but few
@@ -757,21 +760,6 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 		}
 	}
 	return p
-}
-
-// positiveOn reports whether tp has exactly counts' types, each with a
-// positive throughput: then the policy can take the job's own map (which
-// no policy modifies) instead of a copy narrowed to the cluster.
-func positiveOn(tp map[string]float64, counts map[string]int) bool {
-	if len(tp) != len(counts) {
-		return false
-	}
-	for t, v := range tp {
-		if _, ok := counts[t]; !ok || !(v > 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // setEntities gives the policy the configured entities and each job's
@@ -818,4 +806,12 @@ func (f Fluid) Round(s *Snapshot) (*Plan, error) {
 		return nil, err
 	}
 	return &Plan{TimeS: s.TimeS, Recomputed: recomputed, SolveMS: solveMS, Allocation: f.alloc}, nil
+}
+
+// isoState is a job's running isolated time (finish-time fairness): the
+// time, the isolated throughput for the next interval and the steps done
+// at the last recompute; has* say which were set (History's maps).
+type isoState struct {
+	time, tput, steps          float64
+	hasTime, hasTput, hasSteps bool
 }

@@ -438,13 +438,13 @@ func TestCandidateOrderMatchesFullSort(t *testing.T) {
 				total := 0.0
 				recv := make([]float64, len(all))
 				for i, u := range all {
-					recv[i] = u.cum[ty] - u.base[ty] + credit
+					recv[i] = u.cum[ty] - u.baseMap()[ty] + credit
 					total += recv[i]
 				}
 				var want []*candidate
 				for i, u := range all {
 					x := e.x(u, ty)
-					c := &candidate{u: u, x: x, deficit: u.def[ty]}
+					c := &candidate{u: u, x: x, deficit: u.defMap()[ty]}
 					switch {
 					case x == 0 || u.tput(ty)[0] <= 0 || (u.isPair() && u.tput(ty)[1] <= 0):
 					case total == 0 || recv[i] <= 0:

@@ -83,7 +83,18 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 func (e *Engine) History() *History {
 	h := &History{Policy: e.canonical, LastResetS: e.lastReset, ResetDone: e.resetDone, NeedUpdate: e.needUpdate,
 		GPUs: slices.Clone(e.lastGPUs), GPUsSeen: e.gpusSeen, Rounds: e.rounds,
-		IsoTimeS: maps.Clone(e.isoTime), IsoTput: maps.Clone(e.isoTput), IsoSteps: maps.Clone(e.isoSteps)}
+		IsoTimeS: map[string]float64{}, IsoTput: map[string]float64{}, IsoSteps: map[string]float64{}}
+	for id, st := range e.iso {
+		if st.hasTime {
+			h.IsoTimeS[id] = st.time
+		}
+		if st.hasTput {
+			h.IsoTput[id] = st.tput
+		}
+		if st.hasSteps {
+			h.IsoSteps[id] = st.steps
+		}
+	}
 	for id := range e.lastJobs {
 		h.Jobs = append(h.Jobs, id)
 	}
@@ -112,7 +123,7 @@ func (e *Engine) History() *History {
 	}
 	keys := make([]ukey, 0, len(e.units))
 	for k, u := range e.units {
-		if len(u.base) > 0 || len(u.def) > 0 {
+		if len(u.vtypes) > 0 || len(u.defOld) > 0 {
 			keys = append(keys, k)
 		}
 	}
@@ -133,7 +144,7 @@ func (e *Engine) History() *History {
 	})
 	for _, k := range keys {
 		u := e.units[k]
-		hu := HistoryUnit{Jobs: []string{k[0]}, BaseS: maps.Clone(u.base), DeficitS: maps.Clone(u.def)}
+		hu := HistoryUnit{Jobs: []string{k[0]}, BaseS: u.baseMap(), DeficitS: u.defMap()}
 		if k[1] != "" {
 			hu.Jobs = append(hu.Jobs, k[1])
 		}
@@ -198,7 +209,27 @@ func (e *Engine) setHistory(h *History) error {
 		e.lastJobs[id] = true
 	}
 	e.lastGPUs, e.gpusSeen = slices.Clone(h.GPUs), h.GPUsSeen
-	e.isoTime, e.isoTput, e.isoSteps = cloneOr(h.IsoTimeS), cloneOr(h.IsoTput), cloneOr(h.IsoSteps)
+	e.iso = map[string]*isoState{}
+	isoOf := func(id string) *isoState {
+		st := e.iso[id]
+		if st == nil {
+			st = &isoState{}
+			e.iso[id] = st
+		}
+		return st
+	}
+	for id, v := range h.IsoTimeS {
+		st := isoOf(id)
+		st.time, st.hasTime = v, true
+	}
+	for id, v := range h.IsoTput {
+		st := isoOf(id)
+		st.tput, st.hasTput = v, true
+	}
+	for id, v := range h.IsoSteps {
+		st := isoOf(id)
+		st.steps, st.hasSteps = v, true
+	}
 	if e.pre {
 		e.runStart, e.waitSince = maps.Clone(h.RunStartS), maps.Clone(h.WaitSinceS)
 		for _, id := range h.Noticed {
@@ -218,7 +249,8 @@ func (e *Engine) setHistory(h *History) error {
 		if !ok {
 			return fmt.Errorf("engine: history unit of %d jobs", len(hu.Jobs))
 		}
-		u := &unit{key: UnitKey(hu.Jobs), jobs: slices.Clone(hu.Jobs), base: maps.Clone(hu.BaseS), def: maps.Clone(hu.DeficitS)}
+		u := &unit{key: UnitKey(hu.Jobs), jobs: slices.Clone(hu.Jobs)}
+		u.setBaseDef(hu.BaseS, hu.DeficitS)
 		e.units[k] = u
 	}
 	if ha := h.Allocation; ha != nil {
@@ -244,13 +276,6 @@ func (e *Engine) setHistory(h *History) error {
 		}
 	}
 	return nil
-}
-
-func cloneOr(m map[string]float64) map[string]float64 {
-	if m == nil {
-		return map[string]float64{}
-	}
-	return maps.Clone(m)
 }
 
 // MarshalHistory is History as JSON (what an agent saves).

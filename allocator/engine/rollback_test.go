@@ -12,7 +12,7 @@ func TestIsolatedTimeAfterRollback(t *testing.T) {
 	}
 	s := &Snapshot{GPUs: []GPU{{ID: "v100-0", Type: "v100", Server: "s0"}},
 		Jobs: []Job{{ID: "0", ScaleFactor: 1, Throughput: map[string]float64{"v100": 1}, TotalSteps: 100, RemainingSteps: 70}}}
-	e.isoTput["0"], e.isoSteps["0"], e.isoTime["0"] = 1, 50, 10
+	e.iso["0"] = &isoState{tput: 1, steps: 50, time: 10, hasTput: true, hasSteps: true, hasTime: true}
 	for _, want := range []float64{0, 30} {
 		p := e.problem(s)
 		if got := *p.Jobs[0].IsolatedTimeS; got != want {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"unsafe"
@@ -14,32 +15,36 @@ type ukey [2]string
 // unit is a schedulable entity: one job, or a pair sharing GPUs. Units
 // persist across rounds; the snapshot's maps are re-read every round.
 type unit struct {
-	key     string
-	jobs    []string
-	sf      int
-	ja, jb  *unit // a pair's job units
-	pos     int   // a job's index in the snapshot
-	jt      map[string]float64
-	pt      map[string][2]float64
-	cum     map[string]float64 // cumulative received time (snapshot)
-	cumV    []float64          // a pair's cum per e.resetTypes (pairCum)
-	cumAt   int                // e.typesGen+1 when cumV was read; 0: stale
-	hasCum  bool               // a pair's len(cum) > 0
-	inl     [3][4]float64      // baseV, defV, cumV's storage for up to 4 types
-	base    map[string]float64 // cumulative at the last reset (nil: zeros)
-	baseV   []float64          // base per e.resetTypes, valid if baseGen == e.resetGen
-	defV    []float64          // def per e.resetTypes, likewise
-	baseGen int
-	def     map[string]float64 // carried deficit (nil: zeros)
-	xrow    []float64          // allocation row
-	inX     bool               // in the allocation in force
-	quiet   bool               // no share, no deficit, zero baseline
-	seen    int                // stamp of the last snapshot it was in
-	taken   int                // round it was selected in (jobs)
-	idx     int                // position in this round's full order (units.go)
-	oi      int                // position in e.order (active units)
-	pi      int                // a pair's index in the snapshot's pairs (active units)
-	zMark   []int              // per type buffer: the cache build it is in (candidates)
+	key    string
+	jobs   []string
+	sf     int
+	ja, jb *unit // a pair's job units
+	pos    int   // a job's index in the snapshot
+	jt     map[string]float64
+	pt     map[string][2]float64
+	cum    map[string]float64 // cumulative received time (snapshot)
+	cumV   []float64          // a pair's cum per e.resetTypes (pairCum)
+	cumAt  int                // e.typesGen+1 when cumV was read; 0: stale
+	hasCum bool               // a pair's len(cum) > 0
+	inl    [3][4]float64      // baseV, defV, cumV's storage for up to 4 types
+	// The received time at the unit's last reset (baseline) and the
+	// deficit it carries, per type of vtypes (the types at that reset;
+	// other types: a zero baseline, the deficit in defOld). Dense, not
+	// maps by type name: every recompute updates every unit's.
+	vtypes []string
+	vgen   int                // e.typesGen+1 when vtypes was e.resetTypes; 0: none
+	baseV  []float64          // baseline per vtypes
+	defV   []float64          // deficit per vtypes
+	defOld map[string]float64 // deficit on types not in vtypes (nil: none)
+	xrow   []float64          // allocation row
+	inX    bool               // in the allocation in force
+	quiet  bool               // no share, no deficit, zero baseline
+	seen   int                // stamp of the last snapshot it was in
+	taken  int                // round it was selected in (jobs)
+	idx    int                // position in this round's full order (units.go)
+	oi     int                // position in e.order (active units)
+	pi     int                // a pair's index in the snapshot's pairs (active units)
+	zMark  []int              // per type buffer: the cache build it is in (candidates)
 }
 
 func (u *unit) isPair() bool { return u.ja != nil }
@@ -56,16 +61,109 @@ func keyOf(jobs []string) (k ukey, ok bool) {
 	return k, false
 }
 
-// deficit is u.def[t]; bi is t's index in e.resetTypes (-1: absent). A
-// unit updated at the last reset is read from its dense copy.
+// deficit is u's carried deficit on t; bi is t's index in e.resetTypes
+// (-1: absent). A unit last reset on the current types is read by index.
 func (e *Engine) deficit(u *unit, t string, bi int) float64 {
-	switch {
-	case u.def == nil:
-		return 0
-	case bi >= 0 && u.baseGen != 0 && u.baseGen == e.resetGen:
-		return u.defV[bi]
+	if u.vgen == e.typesGen+1 {
+		if bi >= 0 {
+			return u.defV[bi]
+		}
+	} else if i := slices.Index(u.vtypes, t); i >= 0 {
+		return u.defV[i]
 	}
-	return u.def[t]
+	return u.defOld[t]
+}
+
+// baseline is u's received time on t at its last reset, as deficit reads.
+func (e *Engine) baseline(u *unit, t string, bi int) float64 {
+	if u.vgen == e.typesGen+1 {
+		if bi >= 0 {
+			return u.baseV[bi]
+		}
+		return 0
+	}
+	if i := slices.Index(u.vtypes, t); i >= 0 {
+		return u.baseV[i]
+	}
+	return 0
+}
+
+// retype re-indexes u's baselines and deficits by types (the types of
+// this reset, e.typesGen's): a baseline on a type no longer there is
+// dropped, its deficit kept in defOld, as a type may come back.
+func (u *unit) retype(types []string, gen int) {
+	nb, nd := make([]float64, len(types)), make([]float64, len(types))
+	for i, t := range types {
+		if j := slices.Index(u.vtypes, t); j >= 0 {
+			nb[i], nd[i] = u.baseV[j], u.defV[j]
+		} else if v, ok := u.defOld[t]; ok {
+			nd[i] = v
+			delete(u.defOld, t)
+		}
+	}
+	for j, t := range u.vtypes {
+		if !slices.Contains(types, t) {
+			if u.defOld == nil {
+				u.defOld = map[string]float64{}
+			}
+			u.defOld[t] = u.defV[j]
+		}
+	}
+	if len(types) <= len(u.inl[0]) {
+		// In the unit itself: no pointer to chase per round.
+		u.baseV, u.defV = u.inl[0][:len(types)], u.inl[1][:len(types)]
+		copy(u.baseV, nb)
+		copy(u.defV, nd)
+	} else {
+		u.baseV, u.defV = nb, nd
+	}
+	u.vtypes, u.vgen = types, gen
+}
+
+// baseMap and defMap are the baselines and deficits by type (History).
+func (u *unit) baseMap() map[string]float64 {
+	if len(u.vtypes) == 0 {
+		return nil
+	}
+	m := make(map[string]float64, len(u.vtypes))
+	for i, t := range u.vtypes {
+		m[t] = u.baseV[i]
+	}
+	return m
+}
+
+func (u *unit) defMap() map[string]float64 {
+	if len(u.vtypes)+len(u.defOld) == 0 {
+		return nil
+	}
+	m := maps.Clone(u.defOld)
+	if m == nil {
+		m = make(map[string]float64, len(u.vtypes))
+	}
+	for i, t := range u.vtypes {
+		m[t] = u.defV[i]
+	}
+	return m
+}
+
+// setBaseDef sets u's baselines and deficits from maps by type (a
+// restored history), to be read by name until its next reset.
+func (u *unit) setBaseDef(base, def map[string]float64) {
+	u.vtypes = slices.Sorted(maps.Keys(base))
+	u.baseV, u.defV = make([]float64, len(u.vtypes)), make([]float64, len(u.vtypes))
+	u.defOld = nil
+	for i, t := range u.vtypes {
+		u.baseV[i], u.defV[i] = base[t], def[t]
+	}
+	for t, v := range def {
+		if _, ok := base[t]; !ok {
+			if u.defOld == nil {
+				u.defOld = map[string]float64{}
+			}
+			u.defOld[t] = v
+		}
+	}
+	u.vgen = 0
 }
 
 // tput is the unit's throughput on t ([1] unused for a job).
@@ -81,7 +179,7 @@ func (u *unit) setX(idx map[ukey][]float64, k ukey) {
 }
 
 func (u *unit) setQuiet() {
-	u.quiet = allZero(u.xrow) && allZeroMap(u.def) && allZeroMap(u.base)
+	u.quiet = allZero(u.xrow) && allZero(u.defV) && allZeroMap(u.defOld) && allZero(u.baseV)
 }
 
 func allZero(v []float64) bool {
@@ -608,18 +706,7 @@ func (e *Engine) prepare(types []string) {
 		}
 		for q := range ts {
 			s := &ts[q]
-			// Baselines set at the last reset are read from the dense
-			// copy (the map's values, without hashing the type).
-			b := 0.0
-			switch {
-			case u.base == nil:
-			case u.baseGen != 0 && u.baseGen == e.resetGen:
-				if s.bi >= 0 {
-					b = u.baseV[s.bi]
-				}
-			default:
-				b = u.base[s.t]
-			}
+			b := e.baseline(u, s.t, s.bi)
 			var c float64
 			if u.isPair() && s.bi >= 0 {
 				c = e.pairCum(u, s.bi)
