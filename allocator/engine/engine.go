@@ -238,14 +238,27 @@ func (e *Engine) Packing() bool { return e.packing }
 func UnitKey(jobs []string) string { return strings.Join(jobs, "+") }
 
 func healthyCounts(gpus []GPU) map[string]int {
-	c := map[string]int{}
-	for _, g := range gpus {
-		if _, ok := c[g.Type]; !ok {
-			c[g.Type] = 0
+	// A few types over many GPUs, usually listed by type: counted in a
+	// slice (the last type first), then put in the map once per type.
+	var types []string
+	var n []int
+	last := -1
+	for i := range gpus {
+		g := &gpus[i]
+		if last < 0 || types[last] != g.Type {
+			last = slices.Index(types, g.Type)
+			if last < 0 {
+				types, n = append(types, g.Type), append(n, 0)
+				last = len(types) - 1
+			}
 		}
 		if !g.Failed {
-			c[g.Type]++
+			n[last]++
 		}
+	}
+	c := make(map[string]int, len(types))
+	for i, t := range types {
+		c[t] = n[i]
 	}
 	return c
 }
@@ -592,13 +605,15 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 }
 
 func typeNames(gpus []GPU) []string {
-	seen := map[string]bool{}
 	var out []string
-	for _, g := range gpus {
-		if !seen[g.Type] {
-			seen[g.Type] = true
-			out = append(out, g.Type)
+	last := ""
+	for i := range gpus {
+		// A few types over many GPUs, usually listed by type: no map.
+		t := gpus[i].Type
+		if (len(out) == 0 || t != last) && !slices.Contains(out, t) {
+			out = append(out, t)
 		}
+		last = t
 	}
 	sort.Strings(out)
 	return out

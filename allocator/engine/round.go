@@ -367,12 +367,20 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 	// and the rest of the ranking (with packing, thousands of pairs) need
 	// not be visited.
 	left := len(e.snapJobs) - e.preTaken
+	// Selected candidates are copies (candidates reuses its buffers on
+	// the next call, and the default mechanism calls it up to three times
+	// per type in a round), kept in one slab: a pointer into a slab that
+	// grew still reads the value it was given.
+	var slab []candidate
 	pass := func(t string, mode int) {
-		if free[t] == 0 || left == 0 {
+		ft := free[t] // written back once, not looked up per candidate
+		if ft == 0 || left == 0 {
 			return
 		}
+		sel := selected[t]
+		n0 := len(sel)
 		e.candidates(t, stamp, func(c *candidate) bool {
-			if free[t] == 0 || left == 0 {
+			if ft == 0 || left == 0 {
 				return false
 			}
 			if c.priority <= 0 && (e.fifo || mode == shares) {
@@ -387,10 +395,10 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			if tp[0] <= 0 || (u.isPair() && tp[1] <= 0) {
 				return true
 			}
-			if u.sf > free[t] {
+			if u.sf > ft {
 				return true
 			}
-			free[t] -= u.sf
+			ft -= u.sf
 			if u.isPair() {
 				u.ja.taken, u.jb.taken = stamp, stamp
 				left -= 2
@@ -401,13 +409,14 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			if sl := e.full[c.ord]; sl.oi < 0 && e.pt.dor[sl.pi] {
 				e.activate(sl.pi) // it runs: from now on it has a history
 			}
-			// A copy: candidates reuses its buffers on the next call,
-			// and the default mechanism calls it up to three times per
-			// type in a round.
-			cp := *c
-			selected[t] = append(selected[t], &cp)
+			slab = append(slab, *c)
+			sel = append(sel, &slab[len(slab)-1])
 			return true
 		})
+		free[t] = ft
+		if len(sel) > n0 {
+			selected[t] = sel
+		}
 	}
 	if e.cfg.GavelCompat || e.fifo || e.shuffle {
 		for _, t := range order {
