@@ -159,7 +159,9 @@ type Engine struct {
 
 	// Finish-time fairness's running isolated time, per job.
 	iso      map[string]*isoState
-	probRows []float64 // problem's scratch
+	probRows []float64       // problem's scratch
+	rPlaced  map[string]bool // Round's, reused (roundMaps)
+	rActive  map[string]*Job
 	rounds   int
 
 	// entityOf is each job's entity at the last recompute (only with

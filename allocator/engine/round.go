@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"unsafe"
 )
 
@@ -279,27 +278,38 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 		e.preFinish(plan) // the reservation kept or dropped, notices to its holders, records
 	}
 
-	running := map[string]bool{}
+	// Jobs that ran and are neither placed nor suspended yet (placed
+	// marks both), by the round's two maps, reused: filled every round.
+	placed, active := e.roundMaps(len(s.Jobs))
 	for _, a := range plan.Assignments {
 		for _, j := range a.Jobs {
-			running[j] = true
+			placed[j] = true
 		}
 	}
-	active := make(map[string]*Job, len(s.Jobs))
 	for i := range s.Jobs {
 		active[s.Jobs[i].ID] = &s.Jobs[i]
 	}
-	seen := map[string]bool{}
 	for _, a := range s.Running {
 		for _, j := range a.Jobs {
-			if active[j] != nil && !running[j] && !seen[j] {
-				seen[j] = true
+			if active[j] != nil && !placed[j] {
+				placed[j] = true
 				plan.Suspend = append(plan.Suspend, j)
 			}
 		}
 	}
 	annotate(s, plan, nil, active)
 	return plan, nil
+}
+
+// roundMaps are Round's job sets, emptied (a round's maps hold hundreds of
+// jobs: cleared, not rebuilt from empty).
+func (e *Engine) roundMaps(n int) (map[string]bool, map[string]*Job) {
+	if e.rPlaced == nil {
+		e.rPlaced, e.rActive = make(map[string]bool, n), make(map[string]*Job, n)
+	}
+	clear(e.rPlaced)
+	clear(e.rActive)
+	return e.rPlaced, e.rActive
 }
 
 var gavelTypeOrder = []string{"v100", "p100", "k80"}
@@ -830,7 +840,7 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 			out = e.pr.placeFixed(cl, t, out) // pinned, kept, the gang, backfill
 		}
 		cands := selected[t]
-		sort.SliceStable(cands, func(i, j int) bool { return cands[i].u.sf > cands[j].u.sf })
+		slices.SortStableFunc(cands, func(a, b *candidate) int { return cmp.Compare(b.u.sf, a.u.sf) })
 		if !e.cfg.GavelCompat || e.cfg.CheckpointAware {
 			// Renew every lease first, whatever its size: on a real cluster
 			// a move is a checkpoint and restart, so a kept job must not lose
