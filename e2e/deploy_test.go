@@ -64,6 +64,7 @@ func TestAgentAsNomadJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: skipped with -short")
 	}
+	t.Parallel()
 	start := time.Now()
 	root := moduleRoot(t)
 	nomad := NomadBinary(t)

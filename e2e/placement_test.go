@@ -157,6 +157,7 @@ func runningWith(c *api.Client, id string, cpu, mem int64) (*api.Allocation, boo
 // evaluation blocked, the node exactly full. Nothing restarts in the
 // rounds after.
 func TestPlacementOnNomad(t *testing.T) {
+	t.Parallel()
 	mhz := hostCoreMHz(t)
 	spec := cluster.UniformClient("synergy", "v100", synergyGPUs)
 	spec.CPUMHz, spec.MemoryMB = (synergyCores+1)*mhz, (synergyMemGB+1)*1024

@@ -24,6 +24,7 @@ import (
 // unchanged (same JobModifyIndex, no allocation), no state variable or
 // leader lock written.
 func TestPreflightOnNomad(t *testing.T) {
+	t.Parallel()
 	s := startStack(t)
 	api0 := s.c.API
 	setPreemption := func(on bool) {

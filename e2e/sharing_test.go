@@ -269,6 +269,7 @@ func (s *stack) simulateSharing(policy string, jobs []trace.Job, R int, startCos
 // through the lease API); every job finishes and no GPU is ever held
 // exclusively and shared at once.
 func TestPairProfilingOnNomad(t *testing.T) {
+	t.Parallel()
 	client := cluster.UniformClient("v100-a", "v100", 2)
 	client.MPSShares = 2
 	s := startStackWith(t, []cluster.ClientSpec{client}, sharingConfig("max_min_fairness_packed"))
@@ -342,6 +343,7 @@ vc "prod" {
 // never run on one node (each VC on its own cell's node); no GPU is held
 // exclusively and shared at once; every job finishes.
 func TestSpaceSharingUnderCellsOnNomad(t *testing.T) {
+	t.Parallel()
 	var clients []cluster.ClientSpec
 	for _, n := range []string{"v100-a", "v100-b"} {
 		c := cluster.UniformClient(n, "v100", 2)

@@ -37,6 +37,7 @@ nomad {
 // namespace, on distinct GPUs, and both report progress through the lease
 // API (their workload identities name their namespaces).
 func TestTenancyOnNomad(t *testing.T) {
+	t.Parallel()
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-a", "v100", 4)}, tenancyConfig)
 	c := s.c.API
 	for _, ns := range []string{"team-a", "team-b"} {

@@ -66,6 +66,7 @@ func TestTLSOnNomad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: starts a Nomad cluster")
 	}
+	t.Parallel()
 	tlsDir := t.TempDir()
 	nt, ca, err := cluster.NewTLS(tlsDir)
 	if err != nil {

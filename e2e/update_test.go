@@ -49,6 +49,7 @@ func (s *stack) rondoJobRun(id, spec string) string {
 // waits, and Rondo re-admits it at a round; it resumes from its
 // checkpoint. The job never has two allocations running at once.
 func TestUpdateAdmittedJobOnNomad(t *testing.T) {
+	t.Parallel()
 	s := startStackWith(t, []cluster.ClientSpec{cluster.UniformClient("v100-u", "v100", 2)}, `round_seconds = 4
 vc "research" {
   policy = "max_min_fairness_perf"
