@@ -240,29 +240,33 @@ func (e *Engine) Packing() bool { return e.packing }
 func UnitKey(jobs []string) string { return strings.Join(jobs, "+") }
 
 func healthyCounts(gpus []GPU) map[string]int {
-	// A few types over many GPUs, usually listed by type: counted in a
-	// slice (the last type first), then put in the map once per type.
-	var types []string
-	var n []int
+	types, n := countTypes(gpus)
+	c := make(map[string]int, len(types))
+	for i, t := range types {
+		c[t] = n[i]
+	}
+	return c
+}
+
+// countTypes is the GPUs' types in the order they first appear, and each
+// type's healthy GPUs. A few types over many GPUs, usually listed by type:
+// counted in slices (the last type first), with no map per GPU.
+func countTypes(gpus []GPU) (types []string, healthy []int) {
 	last := -1
 	for i := range gpus {
 		g := &gpus[i]
 		if last < 0 || types[last] != g.Type {
 			last = slices.Index(types, g.Type)
 			if last < 0 {
-				types, n = append(types, g.Type), append(n, 0)
+				types, healthy = append(types, g.Type), append(healthy, 0)
 				last = len(types) - 1
 			}
 		}
 		if !g.Failed {
-			n[last]++
+			healthy[last]++
 		}
 	}
-	c := make(map[string]int, len(types))
-	for i, t := range types {
-		c[t] = n[i]
-	}
-	return c
+	return types, healthy
 }
 
 // healthy is the GPUs that have not failed.
@@ -606,19 +610,11 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 	e.zKeyGen++
 }
 
+// typeNames is the GPUs' types in name order.
 func typeNames(gpus []GPU) []string {
-	var out []string
-	last := ""
-	for i := range gpus {
-		// A few types over many GPUs, usually listed by type: no map.
-		t := gpus[i].Type
-		if (len(out) == 0 || t != last) && !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-		last = t
-	}
-	sort.Strings(out)
-	return out
+	types, _ := countTypes(gpus)
+	sort.Strings(types)
+	return types
 }
 
 // entitiesMoved reports whether a job is now in another entity than at the
@@ -697,7 +693,7 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			e.iso[j.ID] = st
 		}
 		iso = append(iso, st)
-		if st.hasTput && st.tput > 0 {
+		if st.tput > 0 {
 			// Steps lost to a restart from an older checkpoint (done
 			// falls) take back isolated time, never below none.
 			st.time = math.Max(st.time+(done-st.steps)/st.tput, 0)

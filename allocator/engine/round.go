@@ -60,28 +60,27 @@ func keyOf(jobs []string) (k ukey, ok bool) {
 	return k, false
 }
 
-// deficit is u's carried deficit on t; bi is t's index in e.resetTypes
-// (-1: absent). A unit last reset on the current types is read by index.
-func (e *Engine) deficit(u *unit, t string, bi int) float64 {
+// col is t's index in u.vtypes (-1: absent); bi is t's index in
+// e.resetTypes (-1: absent). A unit last reset on the current types is
+// read by that index, others by name.
+func (e *Engine) col(u *unit, t string, bi int) int {
 	if u.vgen == e.typesGen+1 {
-		if bi >= 0 {
-			return u.defV[bi]
-		}
-	} else if i := slices.Index(u.vtypes, t); i >= 0 {
+		return bi
+	}
+	return slices.Index(u.vtypes, t)
+}
+
+// deficit is u's carried deficit on t (bi as col's).
+func (e *Engine) deficit(u *unit, t string, bi int) float64 {
+	if i := e.col(u, t, bi); i >= 0 {
 		return u.defV[i]
 	}
 	return u.defOld[t]
 }
 
-// baseline is u's received time on t at its last reset, as deficit reads.
+// baseline is u's received time on t at its last reset (bi as col's).
 func (e *Engine) baseline(u *unit, t string, bi int) float64 {
-	if u.vgen == e.typesGen+1 {
-		if bi >= 0 {
-			return u.baseV[bi]
-		}
-		return 0
-	}
-	if i := slices.Index(u.vtypes, t); i >= 0 {
+	if i := e.col(u, t, bi); i >= 0 {
 		return u.baseV[i]
 	}
 	return 0
