@@ -34,6 +34,36 @@ func (p *maxMin) solveLP(pairs *pairRates) (*maxMinResult, [][]float64, error) {
 // column-generation passes: each pass adds the new pair columns and
 // re-solves from the last optimal basis instead of rebuilding it.
 func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
+	res, pr, _, err := p.solveLPWarm(pairs, seed, nil)
+	return res, pr, err
+}
+
+// lpBasis is the max-min LP's simplex basis by the problem's indices: what
+// solveLPWarm starts from (entries the last model lacked are noEntry) and
+// the basis it ends with.
+type lpBasis struct {
+	t       uint8
+	x       []uint8 // job*k + type
+	rows    []uint8 // job*3 + (time, level, floor)
+	capRows []uint8 // type
+	pairs   []pairStatus
+}
+
+// pairStatus is a pair column's status: pair q on type j.
+type pairStatus struct {
+	q, j int
+	st   uint8
+}
+
+const noEntry uint8 = 255
+
+// solveLPWarm is solveLPFrom whose first solve starts from start's basis
+// (nil: from scratch) with the dual simplex; it also returns the final
+// basis. Columns and rows start has no entry for take the from-scratch
+// defaults (columns at zero, rows' slacks basic). The optimum's value is
+// the same either way; where the LP has several optima the point may
+// differ.
+func (p *maxMin) solveLPWarm(pairs *pairRates, seed [][2]int, start *lpBasis) (*maxMinResult, [][]float64, *lpBasis, error) {
 	n, k := len(p.e), len(p.capacity)
 	var inModel []bool  // pair*k + type
 	var active [][2]int // (pair, type) columns in the restricted LP, in column order
@@ -133,9 +163,14 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 	}
 	live, err := m.Load()
 	if err != nil {
-		return nil, nil, fmt.Errorf("max-min LP: %w", err)
+		return nil, nil, nil, fmt.Errorf("max-min LP: %w", err)
 	}
 	defer live.Close()
+	if start != nil {
+		if err := live.SetBasis(p.startBasis(start, &m, tVar, xVar, yVar, active, timeRow, levelRow, floorRow, capRow)); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	type cand struct {
 		q, j int
 		rc   float64
@@ -145,7 +180,7 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 	for iter := 0; ; iter++ {
 		sol, err := live.Solve()
 		if err != nil {
-			return nil, nil, fmt.Errorf("max-min LP: %w", err)
+			return nil, nil, nil, fmt.Errorf("max-min LP: %w", err)
 		}
 		if pairs != nil {
 			// Price every (pair, type) not yet in the model.
@@ -208,7 +243,7 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 					newCols = append(newCols, p.pairColumn(pairs, c.q, c.j, timeRow, levelRow, floorRow, capRow))
 				}
 				if err := live.AddColumns(newCols); err != nil {
-					return nil, nil, err
+					return nil, nil, nil, err
 				}
 				continue
 			}
@@ -235,8 +270,79 @@ func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, []
 				pr[pj[0]][pj[1]] = sol.X[yVar[c]]
 			}
 		}
-		return res, pr, nil
+		return res, pr, p.endBasis(live.Basis(), tVar, xVar, yVar, active, timeRow, levelRow, floorRow, capRow), nil
 	}
+}
+
+// startBasis lays start over the model's columns and rows: the defaults
+// (columns at their lower bound, slacks basic) where it has no entry.
+func (p *maxMin) startBasis(start *lpBasis, m *lp.Model, tVar int, xVar [][]int, yVar []int, active [][2]int,
+	timeRow, levelRow, floorRow, capRow []int) lp.Basis {
+	b := lp.Basis{Cols: make([]uint8, m.NumVars()), Rows: make([]uint8, m.NumRows())}
+	for i := range b.Cols {
+		b.Cols[i] = lp.BasisAtLower
+	}
+	for i := range b.Rows {
+		b.Rows[i] = lp.BasisBasic
+	}
+	set := func(dst []uint8, at int, st uint8) {
+		if at >= 0 && st != noEntry {
+			dst[at] = st
+		}
+	}
+	set(b.Cols, tVar, start.t)
+	k := len(p.capacity)
+	for i := range xVar {
+		for j, v := range xVar[i] {
+			set(b.Cols, v, start.x[i*k+j])
+		}
+		set(b.Rows, timeRow[i], start.rows[i*3])
+		set(b.Rows, levelRow[i], start.rows[i*3+1])
+		set(b.Rows, floorRow[i], start.rows[i*3+2])
+	}
+	for j, r := range capRow {
+		set(b.Rows, r, start.capRows[j])
+	}
+	if len(start.pairs) > 0 {
+		col := make(map[[2]int]int, len(active))
+		for c, pj := range active {
+			col[pj] = yVar[c]
+		}
+		for _, ps := range start.pairs {
+			if v, ok := col[[2]int{ps.q, ps.j}]; ok {
+				set(b.Cols, v, ps.st)
+			}
+		}
+	}
+	return b
+}
+
+// endBasis reads the final basis by the problem's indices.
+func (p *maxMin) endBasis(b lp.Basis, tVar int, xVar [][]int, yVar []int, active [][2]int,
+	timeRow, levelRow, floorRow, capRow []int) *lpBasis {
+	k := len(p.capacity)
+	out := &lpBasis{t: b.Cols[tVar], x: make([]uint8, len(xVar)*k), rows: make([]uint8, len(xVar)*3), capRows: make([]uint8, k)}
+	get := func(src []uint8, at int) uint8 {
+		if at < 0 {
+			return noEntry
+		}
+		return src[at]
+	}
+	for i := range xVar {
+		for j, v := range xVar[i] {
+			out.x[i*k+j] = get(b.Cols, v)
+		}
+		out.rows[i*3] = get(b.Rows, timeRow[i])
+		out.rows[i*3+1] = get(b.Rows, levelRow[i])
+		out.rows[i*3+2] = get(b.Rows, floorRow[i])
+	}
+	for j, r := range capRow {
+		out.capRows[j] = get(b.Rows, r)
+	}
+	for c, pj := range active {
+		out.pairs = append(out.pairs, pairStatus{pj[0], pj[1], b.Cols[yVar[c]]})
+	}
+	return out
 }
 
 // pairColumn is pair q's variable on type j (GPU time, at most the pair's

@@ -320,6 +320,11 @@ type instance struct {
 	// seedPairs and learnedPairs do the same for space sharing: the pair
 	// columns (by job ids and type) that had a share in the last solve.
 	seedPairs, learnedPairs []pairCol
+	// seedBasis and learnedBasis: the max-min LP's final simplex basis by
+	// name (space sharing), which starts the next solve's LP.
+	seedBasis, learnedBasis *namedBasis
+	// coldLP: the LPs start from scratch (SolveCold).
+	coldLP bool
 
 	pairA, pairB []int          // job indices of each pair
 	pairT        [][][2]float64 // pair x type -> (throughput of A, of B)

@@ -3,6 +3,8 @@ package policies
 import (
 	"fmt"
 	"math"
+
+	"github.com/rondo-sched/rondo/policies/lp"
 )
 
 func init() {
@@ -59,6 +61,44 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 		setFromGPUTime(a, in, res.r)
 		return res.t, nil
 	}
+	if in.coldLP {
+		return solveMaxMinCold(a, in, mm, pairs)
+	}
+	seed := seedPairCols(in)
+	var start *lpBasis
+	if in.seedBasis != nil {
+		start = in.seedBasis.index(in, seed)
+	}
+	res, pr, end, err := mm.solveLPWarm(pairs, seed, start)
+	if err != nil {
+		return 0, err
+	}
+	// The next solve starts with the columns that had a share or were in
+	// the basis (a basic column at zero keeps the basis whole), and from
+	// this basis: the next recompute's (the hint), and the next call of a
+	// policy that solves several programs in one solve (finish-time
+	// fairness's bisection).
+	in.learnedPairs = nil
+	for _, ps := range end.pairs {
+		if pr[ps.q][ps.j] > 0 || ps.st != lp.BasisAtLower {
+			in.learnedPairs = append(in.learnedPairs, pairCol{in.ids[in.pairA[ps.q]], in.ids[in.pairB[ps.q]], in.types[ps.j]})
+		}
+	}
+	in.learnedBasis = end.named(in)
+	in.seedPairs, in.seedBasis = in.learnedPairs, in.learnedBasis
+	setFromGPUTime(a, in, res.r)
+	for q := range pr {
+		for j, v := range pr[q] {
+			a.PairX[q][j] = v / pairs.sf[q]
+		}
+	}
+	return res.t, nil
+}
+
+// solveMaxMinCold is solveMaxMin whose LP starts from scratch with the
+// hint's pair columns, and which hands on only the columns that had a share
+// (SolveCold: the point reached before bases were carried).
+func solveMaxMinCold(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (float64, error) {
 	res, pr, err := mm.solveLPFrom(pairs, seedPairCols(in))
 	if err != nil {
 		return 0, err
@@ -270,4 +310,76 @@ func seedPairCols(in *instance) [][2]int {
 		}
 	}
 	return seed
+}
+
+// namedBasis is an lpBasis by job ids and type names, to carry from one
+// solve to the next (whose jobs and indices differ).
+type namedBasis struct {
+	ids, types []string
+	lpBasis
+	pairs map[pairCol]uint8
+}
+
+// named names b by in's jobs and types.
+func (b *lpBasis) named(in *instance) *namedBasis {
+	nb := &namedBasis{ids: in.ids, types: in.types, lpBasis: *b, pairs: make(map[pairCol]uint8, len(b.pairs))}
+	nb.lpBasis.pairs = nil
+	for _, ps := range b.pairs {
+		if ps.st != lp.BasisAtLower {
+			nb.pairs[pairCol{in.ids[in.pairA[ps.q]], in.ids[in.pairB[ps.q]], in.types[ps.j]}] = ps.st
+		}
+	}
+	return nb
+}
+
+// index maps nb onto in's jobs, types and the seeded pair columns: jobs,
+// types and columns nb does not know get noEntry (the defaults).
+func (nb *namedBasis) index(in *instance, seed [][2]int) *lpBasis {
+	n, k := in.n(), in.k()
+	old := make(map[string]int, len(nb.ids))
+	for m, id := range nb.ids {
+		old[id] = m
+	}
+	typ := make([]int, k) // old type index, or -1
+	for j, t := range in.types {
+		typ[j] = -1
+		for oj, ot := range nb.types {
+			if ot == t {
+				typ[j] = oj
+			}
+		}
+	}
+	ok := len(nb.types)
+	b := &lpBasis{t: nb.t, x: make([]uint8, n*k), rows: make([]uint8, n*3), capRows: make([]uint8, k)}
+	for i := range b.x {
+		b.x[i] = noEntry
+	}
+	for i := range b.rows {
+		b.rows[i] = noEntry
+	}
+	for m, id := range in.ids {
+		om, found := old[id]
+		if !found {
+			continue
+		}
+		for j := 0; j < k; j++ {
+			if typ[j] >= 0 {
+				b.x[m*k+j] = nb.x[om*ok+typ[j]]
+			}
+		}
+		copy(b.rows[m*3:m*3+3], nb.rows[om*3:om*3+3])
+	}
+	for j := range b.capRows {
+		b.capRows[j] = noEntry
+		if typ[j] >= 0 {
+			b.capRows[j] = nb.capRows[typ[j]]
+		}
+	}
+	for _, c := range seed {
+		q, j := c[0], c[1]
+		if st, found := nb.pairs[pairCol{in.ids[in.pairA[q]], in.ids[in.pairB[q]], in.types[j]}]; found {
+			b.pairs = append(b.pairs, pairStatus{q, j, st})
+		}
+	}
+	return b
 }

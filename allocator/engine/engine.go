@@ -39,11 +39,12 @@ type Config struct {
 	TypeOrder []string
 	// Solve replaces policies.SolveWithHint (tests); nil is the default.
 	Solve SolveFunc
-	// ColdSolve solves every recompute from scratch
-	// (policies.SolveWithHint) even for max_min_fairness_perf, which by
-	// default is re-solved incrementally (policies.LASSession, except
-	// under GavelCompat): the same optimum's value within the solver's
-	// certified tolerance, though not always the same optimum.
+	// ColdSolve solves every recompute from scratch (policies.SolveCold)
+	// even for max_min_fairness_perf, which by default is re-solved
+	// incrementally (policies.LASSession), and for the space-sharing
+	// policies, whose programs by default start from the last recompute's
+	// basis: the same optimum's value within the solver's tolerance,
+	// though not always the same optimum. GavelCompat implies it.
 	ColdSolve bool
 	// OnSolve, when set, is called after every recompute's solve with the
 	// problem and the allocation (tests compare solvers with it).
@@ -391,6 +392,9 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 			a, err = e.cfg.Solve(e.cfg.Policy, p)
 		} else if e.incremental(p) {
 			a, err = e.solveLAS(p)
+		} else if e.cfg.ColdSolve || e.cfg.GavelCompat {
+			// Gavel solves every program from scratch.
+			a, e.hint, err = policies.SolveCold(e.cfg.Policy, p, e.hint)
 		} else {
 			// Consecutive recomputes differ by a few jobs: warm-start
 			// each from the last.

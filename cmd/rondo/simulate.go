@@ -78,7 +78,7 @@ func newSimulate() *simulateCmd {
 	f.BoolVar(&c.progress, "progress", false, "a progress bar with ETA on stderr even when it is not a terminal (default: only on a terminal)")
 	f.BoolVar(&c.compat, "gavel-compat", false, "reproduce the reference implementation's mechanism quirks")
 	f.BoolVar(&c.ideal, "ideal", false, "realize the allocation fluidly instead of in rounds")
-	f.BoolVar(&c.coldSolve, "cold-solve", false, "single-policy runs: solve every recompute from scratch, as before aware LAS (max_min_fairness_perf) was re-solved incrementally: the same optimum's value, not always the same optimum (engine.Config.ColdSolve; --gavel-compat always does)")
+	f.BoolVar(&c.coldSolve, "cold-solve", false, "single-policy runs: solve every recompute from scratch, as before aware LAS (max_min_fairness_perf) was re-solved incrementally and the space-sharing policies started from the last recompute's basis: the same optimum's value, not always the same optimum (engine.Config.ColdSolve; --gavel-compat always does)")
 	f.StringVar(&c.preemptArg, "preemption-cost", "0", "restart costs: SECONDS lost when a job (re)starts after running (checkpoint + restore), or realistic (per job type: start, restore, checkpoint and checkpoint interval from the embedded allocator/sim/costs/realistic.csv; a stop without notice loses the work since the job's last checkpoint), or a CSV FILE of the same columns (model,start_s,restore_s,checkpoint_s,interval_s; docs/preemption.md)")
 	f.Float64Var(&c.startCost, "start-cost", 0, "seconds lost by every start on new GPUs, the first included (a real cluster's task start latency)")
 	f.StringVar(&c.prices, "prices", "v100=3.06,p100=1.46,k80=0.90", "dollars per GPU-hour, for the cost metric")

@@ -5,6 +5,32 @@ package lp
 // #cgo pkg-config: clp
 // #include <stdlib.h>
 // #include "Clp_C_Interface.h"
+//
+// // rondo_set_basis copies a basis into a loaded model. Each nonbasic
+// // column and row activity moves to the bound its status names (as
+// // Clp_setColumnStatus does), and a status naming an infinite bound is
+// // corrected to one the variable has, so the dual simplex starts from a
+// // consistent point.
+// static void rondo_set_basis(Clp_Simplex *m, unsigned char *st, int nc, int nr) {
+// 	const double big = 1e30;
+// 	for (int i = 0; i < nc + nr; i++) {
+// 		double l, u, *v;
+// 		if (i < nc) {
+// 			l = Clp_columnLower(m)[i]; u = Clp_columnUpper(m)[i]; v = &Clp_primalColumnSolution(m)[i];
+// 		} else {
+// 			l = Clp_rowLower(m)[i-nc]; u = Clp_rowUpper(m)[i-nc]; v = &Clp_primalRowSolution(m)[i-nc];
+// 		}
+// 		unsigned char s = st[i];
+// 		if (s == 5 && l != u) s = 3;
+// 		if (s == 3 && l <= -big) s = u >= big ? 0 : 2;
+// 		if (s == 2 && u >= big) s = l <= -big ? 0 : 3;
+// 		st[i] = s;
+// 		if (s == 3 || s == 5) *v = l;
+// 		else if (s == 2) *v = u;
+// 		else if (s == 0) *v = 0;
+// 	}
+// 	Clp_copyinStatus(m, st);
+// }
 import "C"
 
 import (
@@ -140,7 +166,8 @@ func solveFromScratch(model unsafe.Pointer, nc, nr int) (*Solution, error) {
 
 // solution reads an optimal point from a solved model.
 func solution(model unsafe.Pointer, nc, nr int) *Solution {
-	sol := &Solution{X: make([]float64, nc), Duals: make([]float64, nr), Objective: float64(C.Clp_objectiveValue(model))}
+	sol := &Solution{X: make([]float64, nc), Duals: make([]float64, nr), Objective: float64(C.Clp_objectiveValue(model)),
+		Iterations: int(C.Clp_numberIterations(model))}
 	x := unsafe.Slice(C.Clp_getColSolution(model), nc)
 	for j := range sol.X {
 		sol.X[j] = float64(x[j])
@@ -169,11 +196,16 @@ func cArrayInt(v []C.int) *C.int {
 // Live is a model kept loaded in Clp between solves, for column generation:
 // columns are added to the solved model and the next solve starts from the
 // last optimal basis (the new columns nonbasic at zero) with the primal
-// simplex, instead of from scratch. Close releases it.
+// simplex, instead of from scratch. Its first solve starts from a basis
+// given by SetBasis, if any. Close releases it.
 type Live struct {
 	model  unsafe.Pointer
 	nc, nr int
 	solved bool
+	// src reloads the model should the first solve, from a given basis,
+	// not end optimal.
+	src  *Model
+	warm bool
 }
 
 // Load copies the model into Clp for incremental solves. The model must have
@@ -186,7 +218,54 @@ func (m *Model) Load() (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Live{model: model, nc: len(m.obj), nr: len(m.rows)}, nil
+	return &Live{model: model, nc: len(m.obj), nr: len(m.rows), src: m}, nil
+}
+
+// SetBasis makes the first solve start from b with the dual simplex. Any
+// statuses are accepted: Clp repairs a basis with too many or too few
+// basic entries, or a singular one, while factorizing; a first solve that
+// does not end optimal is redone from scratch on the reloaded model.
+func (l *Live) SetBasis(b Basis) error {
+	if l.solved {
+		return fmt.Errorf("lp: SetBasis after a solve")
+	}
+	if len(b.Cols) != l.nc || len(b.Rows) != l.nr {
+		return fmt.Errorf("lp: basis of %d columns and %d rows for a model of %d and %d", len(b.Cols), len(b.Rows), l.nc, l.nr)
+	}
+	for i, v := range b.Cols {
+		if v > BasisFixed {
+			return fmt.Errorf("lp: basis status %d of column %d", v, i)
+		}
+	}
+	for i, v := range b.Rows {
+		if v > BasisFixed {
+			return fmt.Errorf("lp: basis status %d of row %d", v, i)
+		}
+	}
+	st := (*C.uchar)(C.malloc(C.size_t(l.nc + l.nr)))
+	defer C.free(unsafe.Pointer(st))
+	all := unsafe.Slice((*uint8)(unsafe.Pointer(st)), l.nc+l.nr)
+	copy(all, b.Cols)
+	copy(all[l.nc:], b.Rows)
+	C.rondo_set_basis(l.model, st, C.int(l.nc), C.int(l.nr))
+	l.warm = true
+	return nil
+}
+
+// Basis is the basis of the last solve (nil slices before one).
+func (l *Live) Basis() Basis {
+	if !l.solved {
+		return Basis{}
+	}
+	st := unsafe.Slice((*uint8)(unsafe.Pointer(C.Clp_statusArray(l.model))), l.nc+l.nr)
+	b := Basis{Cols: make([]uint8, l.nc), Rows: make([]uint8, l.nr)}
+	for i, v := range st[:l.nc] {
+		b.Cols[i] = v & 7 // the higher bits are Clp's own flags
+	}
+	for i, v := range st[l.nc:] {
+		b.Rows[i] = v & 7
+	}
+	return b
 }
 
 // NumVars is the number of variables, added columns included.
@@ -242,9 +321,10 @@ func (l *Live) AddColumns(cols []Column) error {
 	return nil
 }
 
-// Solve solves the model: the first time as Model.Solve does, later from the
-// last optimal basis with the primal simplex (added columns cannot make a
-// primal feasible basis infeasible). Should the warm solve not end optimal,
+// Solve solves the model: the first time as Model.Solve does (from the
+// basis of SetBasis, with the dual simplex, if one was given), later from
+// the last optimal basis with the primal simplex (added columns cannot make
+// a primal feasible basis infeasible). Should a warm solve not end optimal,
 // it solves from scratch before believing a failure.
 func (l *Live) Solve() (*Solution, error) {
 	if l.solved {
@@ -252,8 +332,24 @@ func (l *Live) Solve() (*Solution, error) {
 		if C.Clp_status(l.model) == 0 {
 			return solution(l.model, l.nc, l.nr), nil
 		}
+		return solveFromScratch(l.model, l.nc, l.nr)
 	}
 	l.solved = true
+	src := l.src
+	l.src = nil
+	if l.warm {
+		C.Clp_dual(l.model, 0)
+		if C.Clp_status(l.model) == 0 {
+			return solution(l.model, l.nc, l.nr), nil
+		}
+		// Start again without the basis, on a fresh copy of the model.
+		model, err := src.load()
+		if err != nil {
+			return nil, err
+		}
+		C.Clp_deleteModel(l.model)
+		l.model = model
+	}
 	return solveFromScratch(l.model, l.nc, l.nr)
 }
 

@@ -46,6 +46,9 @@ func (m *Model) AddVar(lo, up, obj float64) int {
 // NumVars is the number of variables.
 func (m *Model) NumVars() int { return len(m.obj) }
 
+// NumRows is the number of rows.
+func (m *Model) NumRows() int { return len(m.rows) }
+
 // SetObj changes a variable's objective coefficient.
 func (m *Model) SetObj(v int, c float64) { m.obj[v] = c }
 
@@ -75,7 +78,29 @@ type Solution struct {
 	// when maximizing, ≤ when minimizing).
 	Suboptimal bool
 	Bound      float64
+
+	// Iterations is the simplex iterations of the solve that produced X
+	// (Clp; 0 from SolveMIP).
+	Iterations int
 }
+
+// Basis statuses, Clp's: a column or a row's slack is basic, or nonbasic
+// at its upper or lower bound, free (nonbasic, no finite bound), superbasic
+// (nonbasic between its bounds) or fixed.
+const (
+	BasisFree uint8 = iota
+	BasisBasic
+	BasisAtUpper
+	BasisAtLower
+	BasisSuperBasic
+	BasisFixed
+)
+
+// Basis is a simplex basis: one status per column and per row, in index
+// order. Live.Basis reads the last optimal solve's; Live.SetBasis starts a
+// newly loaded model's first solve from one (a similar model's, mapped onto
+// this one's columns and rows by the caller) instead of from scratch.
+type Basis struct{ Cols, Rows []uint8 }
 
 // Column is a variable to add to a Live model: bounds, objective coefficient
 // and its entries by row.

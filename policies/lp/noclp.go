@@ -30,3 +30,9 @@ func (l *Live) AddColumns([]Column) error { return ErrNoClp }
 
 // Solve returns ErrNoClp.
 func (l *Live) Solve() (*Solution, error) { return nil, ErrNoClp }
+
+// Basis returns an empty basis.
+func (l *Live) Basis() Basis { return Basis{} }
+
+// SetBasis returns ErrNoClp.
+func (l *Live) SetBasis(Basis) error { return ErrNoClp }
