@@ -262,10 +262,7 @@ func (p *maxMin) solveLPWarm(pairs *pairRates, seed [][2]int, start *lpBasis) (*
 		}
 		var pr [][]float64
 		if pairs != nil {
-			pr = make([][]float64, len(pairs.a))
-			for q := range pr {
-				pr[q] = make([]float64, k)
-			}
+			pr = rows(len(pairs.a), k)
 			for c, pj := range active {
 				pr[pj[0]][pj[1]] = sol.X[yVar[c]]
 			}

@@ -34,14 +34,19 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 	}
 	pr := &pairRates{a: in.pairA, b: in.pairB, sf: make([]float64, 0, len(in.pairA)),
 		rateA: rows(len(in.pairA), in.k()), rateB: rows(len(in.pairA), in.k())}
+	div := make([]float64, in.n())
+	for m := range div {
+		div[m] = divisor(m)
+	}
 	for q := range in.pairA {
 		a, b := in.pairA[q], in.pairB[q]
 		ra, rb := pr.rateA[q], pr.rateB[q]
+		da, db := div[a], div[b]
 		for j := range in.types {
-			if da := divisor(a); da > 0 && in.counts[j] > 0 {
+			if da > 0 && in.counts[j] > 0 {
 				ra[j] = in.pairT[q][j][0] / da
 			}
-			if db := divisor(b); db > 0 && in.counts[j] > 0 {
+			if db > 0 && in.counts[j] > 0 {
 				rb[j] = in.pairT[q][j][1] / db
 			}
 		}
@@ -87,10 +92,8 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 	in.learnedBasis = end.named(in)
 	in.seedPairs, in.seedBasis = in.learnedPairs, in.learnedBasis
 	setFromGPUTime(a, in, res.r)
-	for q := range pr {
-		for j, v := range pr[q] {
-			a.PairX[q][j] = v / pairs.sf[q]
-		}
+	for _, ps := range end.pairs { // the only pair columns that can be nonzero
+		a.PairX[ps.q][ps.j] = pr[ps.q][ps.j] / pairs.sf[ps.q]
 	}
 	return res.t, nil
 }
