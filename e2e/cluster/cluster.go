@@ -92,24 +92,82 @@ func Build(moduleRoot, pkg, out string) error {
 	return nil
 }
 
-// FreePorts returns n loopback ports that were free a moment ago.
+// FreePorts returns n loopback ports that were free a moment ago, for
+// agents and servers the caller starts next. They come from 10000–19999,
+// below the kernel's ephemeral range (32768–60999 by default; where a bind
+// to port 0 and every outgoing connection take their local port, so a
+// port free a moment ago can be anyone's before the agent binds it: a CI
+// run lost an agent to "address already in use" that way, four clusters
+// starting at once) and below Nomad's dynamic ports (20000–32000). In
+// this process each port is handed out once (until the range wraps), and
+// only after binding it on TCP and UDP (serf uses both) succeeded; the
+// walk starts at an offset from the process id, so two test processes
+// seldom walk the same ports.
 func FreePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
+	portMu.Lock()
+	defer portMu.Unlock()
+	if portNext == 0 {
+		portNext = portLo + os.Getpid()%(portHi-portLo)
+		portEphLo, portEphHi = ephemeralRange()
+	}
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == portHi-portLo {
+			return nil, fmt.Errorf("no free port in %d-%d", portLo, portHi-1)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		p := portNext
+		portNext++
+		if portNext == portHi {
+			portNext = portLo
+		}
+		if p >= portEphLo && p <= portEphHi {
+			continue
+		}
+		if portFree(p) {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
+}
+
+const portLo, portHi = 10000, 20000
+
+var (
+	portMu               sync.Mutex
+	portNext             int
+	portEphLo, portEphHi int
+)
+
+// portFree reports whether p can be bound on 127.0.0.1, TCP and UDP.
+func portFree(p int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", p)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// ephemeralRange is the kernel's local port range (the Linux default when
+// it cannot be read).
+func ephemeralRange() (int, int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			lo, err1 := strconv.Atoi(f[0])
+			hi, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil {
+				return lo, hi
+			}
+		}
+	}
+	return 32768, 60999
 }
 
 // AgentConfig describes one agent's configuration file.
