@@ -40,9 +40,10 @@ nomad:
 	else echo "building nomad (about 5 minutes)"; $(GO) build -o $(BIN)/nomad github.com/hashicorp/nomad; fi
 
 # Every test: formatting, vet, unit and property tests under the race
-# detector, and the end-to-end tests against a real Nomad.
+# detector, and the end-to-end tests against a real Nomad. -parallel 4:
+# e2e's parallel tests (e2e/README.md) wait on Nomad and rounds, not CPU.
 test: deps fmt-check vet nomad
-	NOMAD_BIN=$(BIN)/nomad $(GO) test -race -count=1 -timeout 60m ./...
+	NOMAD_BIN=$(BIN)/nomad $(GO) test -race -count=1 -parallel 4 -timeout 60m ./...
 
 # The full-size checks that `make test` runs scaled down: every test named
 # TestLong* (they skip unless RONDO_LONG is set). No -race: they are long
