@@ -23,12 +23,7 @@ import (
 // (engine.Config.ColdSolve) are logged beside them: the LAS optimum is not
 // unique, so the results may differ slightly.
 func TestIncrementalLASMatchesCold(t *testing.T) {
-	sched, err := faults.Parse("inline.csv", strings.NewReader("time_s,kind,target\n"+
-		"20000,gpu-fail,gpu:v100:0\n20000,gpu-fail,gpu:k80:3\n60000,gpu-recover,gpu:v100:0\n"+
-		"90000,node-fail,node:p100:1\n150000,gpu-recover,gpu:k80:3\n150000,node-recover,node:p100:1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched := mixedFaults(t)
 	cases := []struct {
 		name   string
 		tr     trace.Options
@@ -101,4 +96,19 @@ func TestIncrementalLASMatchesCold(t *testing.T) {
 				incr.Preemptions, cold.Preemptions)
 		})
 	}
+}
+
+// mixedFaults is a fault schedule for runs of a few hundred thousand
+// seconds on 8 GPUs of each of v100, p100 and k80 (2 per server): GPUs of
+// two types fail and recover, a p100 node fails and recovers, so the
+// healthy counts take several distinct values.
+func mixedFaults(t *testing.T) *faults.Schedule {
+	t.Helper()
+	sched, err := faults.Parse("inline.csv", strings.NewReader("time_s,kind,target\n"+
+		"20000,gpu-fail,gpu:v100:0\n20000,gpu-fail,gpu:k80:3\n60000,gpu-recover,gpu:v100:0\n"+
+		"90000,node-fail,node:p100:1\n150000,gpu-recover,gpu:k80:3\n150000,node-recover,node:p100:1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sched
 }

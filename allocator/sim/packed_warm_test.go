@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/rondo-sched/rondo/allocator/engine"
@@ -20,12 +19,7 @@ import (
 // factors, rows with weights) and GPU failures and recoveries (types whose
 // count changes under the basis).
 func TestWarmPackedMatchesCold(t *testing.T) {
-	sched, err := faults.Parse("inline.csv", strings.NewReader("time_s,kind,target\n"+
-		"20000,gpu-fail,gpu:v100:0\n20000,gpu-fail,gpu:k80:3\n60000,gpu-recover,gpu:v100:0\n"+
-		"90000,node-fail,node:p100:1\n150000,gpu-recover,gpu:k80:3\n150000,node-recover,node:p100:1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched := mixedFaults(t)
 	cases := []struct {
 		name, policy string
 		tr           trace.Options
