@@ -34,7 +34,7 @@ func (p *maxMin) solveLP(pairs *pairRates) (*maxMinResult, [][]float64, error) {
 // column-generation passes: each pass adds the new pair columns and
 // re-solves from the last optimal basis instead of rebuilding it.
 func (p *maxMin) solveLPFrom(pairs *pairRates, seed [][2]int) (*maxMinResult, [][]float64, error) {
-	res, pr, _, err := p.solveLPWarm(pairs, seed, nil)
+	res, pr, _, err := p.solveLPWarm(pairs, seed, nil, false)
 	return res, pr, err
 }
 
@@ -59,11 +59,12 @@ const noEntry uint8 = 255
 
 // solveLPWarm is solveLPFrom whose first solve starts from start's basis
 // (nil: from scratch) with the dual simplex; it also returns the final
-// basis. Columns and rows start has no entry for take the from-scratch
+// basis when wantEnd (nil otherwise: reading it costs a pass over the
+// model). Columns and rows start has no entry for take the from-scratch
 // defaults (columns at zero, rows' slacks basic). The optimum's value is
 // the same either way; where the LP has several optima the point may
 // differ.
-func (p *maxMin) solveLPWarm(pairs *pairRates, seed [][2]int, start *lpBasis) (*maxMinResult, [][]float64, *lpBasis, error) {
+func (p *maxMin) solveLPWarm(pairs *pairRates, seed [][2]int, start *lpBasis, wantEnd bool) (*maxMinResult, [][]float64, *lpBasis, error) {
 	n, k := len(p.e), len(p.capacity)
 	var inModel []bool  // pair*k + type
 	var active [][2]int // (pair, type) columns in the restricted LP, in column order
@@ -266,6 +267,9 @@ func (p *maxMin) solveLPWarm(pairs *pairRates, seed [][2]int, start *lpBasis) (*
 			for c, pj := range active {
 				pr[pj[0]][pj[1]] = sol.X[yVar[c]]
 			}
+		}
+		if !wantEnd {
+			return res, pr, nil, nil
 		}
 		return res, pr, p.endBasis(live.Basis(), tVar, xVar, yVar, active, timeRow, levelRow, floorRow, capRow), nil
 	}

@@ -56,7 +56,8 @@ func pairRatesFor(in *instance, divisor func(m int) float64) *pairRates {
 }
 
 // solveMaxMin runs the decomposition, or the LP with pair columns when pairs
-// take part, and writes the result into a.
+// take part, and writes the result into a. The LP starts with the hint's
+// pair columns and, unless in.coldLP, from the hint's basis.
 func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (float64, error) {
 	if pairs == nil {
 		res, err := mm.solve()
@@ -66,17 +67,30 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 		setFromGPUTime(a, in, res.r)
 		return res.t, nil
 	}
-	if in.coldLP {
-		return solveMaxMinCold(a, in, mm, pairs)
-	}
 	seed := seedPairCols(in)
 	var start *lpBasis
-	if in.seedBasis != nil {
+	if !in.coldLP && in.seedBasis != nil {
 		start = in.seedBasis.index(in, seed)
 	}
-	res, pr, end, err := mm.solveLPWarm(pairs, seed, start)
+	res, pr, end, err := mm.solveLPWarm(pairs, seed, start, !in.coldLP)
 	if err != nil {
 		return 0, err
+	}
+	setFromGPUTime(a, in, res.r)
+	col := func(q, j int) pairCol { return pairCol{in.ids[in.pairA[q]], in.ids[in.pairB[q]], in.types[j]} }
+	if in.coldLP {
+		// SolveCold hands on only the columns that had a share: the point
+		// reached before bases were carried.
+		in.learnedPairs = in.learnedPairs[:0]
+		for q := range pr {
+			for j, v := range pr[q] {
+				if v > 0 {
+					in.learnedPairs = append(in.learnedPairs, col(q, j))
+				}
+				a.PairX[q][j] = v / pairs.sf[q]
+			}
+		}
+		return res.t, nil
 	}
 	// The next solve starts with the columns that had a share or were in
 	// the basis (a basic column at zero keeps the basis whole), and from
@@ -84,42 +98,14 @@ func solveMaxMin(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (flo
 	// policy that solves several programs in one solve (finish-time
 	// fairness's bisection).
 	in.learnedPairs = nil
-	for _, ps := range end.pairs {
+	for _, ps := range end.pairs { // the only pair columns that can be nonzero
 		if pr[ps.q][ps.j] > 0 || ps.st != lp.BasisAtLower {
-			in.learnedPairs = append(in.learnedPairs, pairCol{in.ids[in.pairA[ps.q]], in.ids[in.pairB[ps.q]], in.types[ps.j]})
+			in.learnedPairs = append(in.learnedPairs, col(ps.q, ps.j))
 		}
+		a.PairX[ps.q][ps.j] = pr[ps.q][ps.j] / pairs.sf[ps.q]
 	}
 	in.learnedBasis = end.named(in)
 	in.seedPairs, in.seedBasis = in.learnedPairs, in.learnedBasis
-	setFromGPUTime(a, in, res.r)
-	for _, ps := range end.pairs { // the only pair columns that can be nonzero
-		a.PairX[ps.q][ps.j] = pr[ps.q][ps.j] / pairs.sf[ps.q]
-	}
-	return res.t, nil
-}
-
-// solveMaxMinCold is solveMaxMin whose LP starts from scratch with the
-// hint's pair columns, and which hands on only the columns that had a share
-// (SolveCold: the point reached before bases were carried).
-func solveMaxMinCold(a *Allocation, in *instance, mm *maxMin, pairs *pairRates) (float64, error) {
-	res, pr, err := mm.solveLPFrom(pairs, seedPairCols(in))
-	if err != nil {
-		return 0, err
-	}
-	in.learnedPairs = in.learnedPairs[:0]
-	for q := range pr {
-		for j, v := range pr[q] {
-			if v > 0 {
-				in.learnedPairs = append(in.learnedPairs, pairCol{in.ids[in.pairA[q]], in.ids[in.pairB[q]], in.types[j]})
-			}
-		}
-	}
-	setFromGPUTime(a, in, res.r)
-	for q := range pr {
-		for j, v := range pr[q] {
-			a.PairX[q][j] = v / pairs.sf[q]
-		}
-	}
 	return res.t, nil
 }
 
