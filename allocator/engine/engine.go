@@ -121,8 +121,12 @@ type Engine struct {
 	resetDone  bool
 	needUpdate bool
 	lastJobs   map[string]bool
-	lastGPUs   []GPU // healthy GPUs last round
-	gpusSeen   bool
+	// lastIDs is last round's job ids in snapshot order (nil: unknown),
+	// spareSet the map lastJobs is rebuilt into next (the two swap).
+	lastIDs  []string
+	spareSet map[string]bool
+	lastGPUs []GPU // healthy GPUs last round
+	gpusSeen bool
 
 	// Units persist across rounds and carry their received-time baseline
 	// at the last recompute, deficit and allocation row; order is this
@@ -299,11 +303,20 @@ func sameHealthy(gpus, last []GPU) bool {
 // noteEvents marks a recompute as needed when the job set or the healthy
 // GPUs changed since the last round.
 func (e *Engine) noteEvents(s *Snapshot) {
-	if e.sameJobs(s) {
+	same := e.sameJobs(s)
+	e.lastIDs = e.lastIDs[:0]
+	for i := range s.Jobs {
+		e.lastIDs = append(e.lastIDs, s.Jobs[i].ID)
+	}
+	if same {
 		e.noteGPUs(s)
 		return
 	}
-	now := make(map[string]bool, len(s.Jobs))
+	now := e.spareSet
+	if now == nil {
+		now = make(map[string]bool, len(s.Jobs))
+	}
+	clear(now)
 	for _, j := range s.Jobs {
 		now[j.ID] = true
 		if !e.lastJobs[j.ID] {
@@ -316,16 +329,26 @@ func (e *Engine) noteEvents(s *Snapshot) {
 			delete(e.iso, id)
 		}
 	}
-	e.lastJobs = now
+	e.lastJobs, e.spareSet = now, e.lastJobs
 	e.noteGPUs(s)
 }
 
 // sameJobs reports whether the snapshot lists exactly last round's jobs
 // (most rounds: then the set is not rebuilt). Job ids are unique in a
-// snapshot (a policy refuses a duplicate).
+// snapshot (a policy refuses a duplicate). The same ids in the same order
+// (a backend lists its jobs in a stable order) need no lookups.
 func (e *Engine) sameJobs(s *Snapshot) bool {
 	if len(s.Jobs) != len(e.lastJobs) {
 		return false
+	}
+	if len(e.lastIDs) == len(s.Jobs) {
+		i := 0
+		for i < len(s.Jobs) && s.Jobs[i].ID == e.lastIDs[i] {
+			i++
+		}
+		if i == len(s.Jobs) {
+			return true
+		}
 	}
 	for i := range s.Jobs {
 		if !e.lastJobs[s.Jobs[i].ID] {

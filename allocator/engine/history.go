@@ -204,7 +204,7 @@ func (e *Engine) setHistory(h *History) error {
 		return fmt.Errorf("engine: bad shuffler state in history")
 	}
 	e.lastReset, e.resetDone, e.needUpdate, e.rounds = h.LastResetS, h.ResetDone, h.NeedUpdate, h.Rounds
-	e.lastJobs = make(map[string]bool, len(h.Jobs))
+	e.lastJobs, e.lastIDs = make(map[string]bool, len(h.Jobs)), nil
 	for _, id := range h.Jobs {
 		e.lastJobs[id] = true
 	}

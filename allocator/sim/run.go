@@ -43,12 +43,12 @@ type simulator struct {
 	pairTput map[[2]throughputs.Key]map[string][2]float64
 	viewTput map[[2]throughputs.Key]map[string][2]float64 // the policy's (HiddenPairs)
 	// pairList is the snapshot's pairs, rebuilt only when pairsDirty.
-	pairList   []engine.Pair
+	pairList []engine.Pair
 	// jobBuf is the snapshot's jobs, rewritten every round: no round
 	// keeps a snapshot past its own (the loop has no recorder here), and
 	// at a thousand active jobs a fresh slice per round was a sixth of
 	// the run's CPU (zeroing it).
-	jobBuf []engine.Job
+	jobBuf     []engine.Job
 	pairsDirty bool
 
 	now, roundStart, roundEnd float64
