@@ -125,8 +125,10 @@ type Engine struct {
 	// spareSet the map lastJobs is rebuilt into next (the two swap).
 	lastIDs  []string
 	spareSet map[string]bool
-	lastGPUs []GPU // healthy GPUs last round
-	gpusSeen bool
+	// goneIDs, addedIDs: jobsDelta's buffers.
+	goneIDs, addedIDs []string
+	lastGPUs          []GPU // healthy GPUs last round
+	gpusSeen          bool
 
 	// Units persist across rounds and carry their received-time baseline
 	// at the last recompute, deficit and allocation row; order is this
@@ -303,55 +305,95 @@ func sameHealthy(gpus, last []GPU) bool {
 // noteEvents marks a recompute as needed when the job set or the healthy
 // GPUs changed since the last round.
 func (e *Engine) noteEvents(s *Snapshot) {
-	same := e.sameJobs(s)
+	if !e.sameJobs(s) && !e.jobsDelta(s) {
+		now := e.spareSet
+		if now == nil {
+			now = make(map[string]bool, len(s.Jobs))
+		}
+		clear(now)
+		for _, j := range s.Jobs {
+			now[j.ID] = true
+			if !e.lastJobs[j.ID] {
+				e.needUpdate = true
+			}
+		}
+		for id := range e.lastJobs {
+			if !now[id] {
+				e.needUpdate = true
+				delete(e.iso, id)
+			}
+		}
+		e.lastJobs, e.spareSet = now, e.lastJobs
+	}
 	e.lastIDs = e.lastIDs[:0]
 	for i := range s.Jobs {
 		e.lastIDs = append(e.lastIDs, s.Jobs[i].ID)
 	}
-	if same {
-		e.noteGPUs(s)
-		return
-	}
-	now := e.spareSet
-	if now == nil {
-		now = make(map[string]bool, len(s.Jobs))
-	}
-	clear(now)
-	for _, j := range s.Jobs {
-		now[j.ID] = true
-		if !e.lastJobs[j.ID] {
-			e.needUpdate = true
-		}
-	}
-	for id := range e.lastJobs {
-		if !now[id] {
-			e.needUpdate = true
-			delete(e.iso, id)
-		}
-	}
-	e.lastJobs, e.spareSet = now, e.lastJobs
 	e.noteGPUs(s)
 }
 
-// sameJobs reports whether the snapshot lists exactly last round's jobs
-// (most rounds: then the set is not rebuilt). Job ids are unique in a
-// snapshot (a policy refuses a duplicate). The same ids in the same order
-// (a backend lists its jobs in a stable order) need no lookups.
-func (e *Engine) sameJobs(s *Snapshot) bool {
-	if len(s.Jobs) != len(e.lastJobs) {
+// jobsDelta updates lastJobs from last round's ids walked beside the
+// snapshot's, looking up only where they differ: with the jobs that stay
+// in the same relative order (a backend lists its jobs in a stable order),
+// a snapshot id that was there means last round's id in its place left,
+// and one that was not arrived. False, with nothing changed, when the walk
+// cannot tell (no ids kept, the order changed): every departure is among
+// the ids the walk passes over, so their count proves it found exactly
+// the departures.
+func (e *Engine) jobsDelta(s *Snapshot) bool {
+	last := e.lastIDs
+	if len(last) != len(e.lastJobs) {
 		return false
 	}
-	if len(e.lastIDs) == len(s.Jobs) {
-		i := 0
-		for i < len(s.Jobs) && s.Jobs[i].ID == e.lastIDs[i] {
-			i++
+	gone, added := e.goneIDs[:0], e.addedIDs[:0]
+	w := 0
+	for i := range s.Jobs {
+		id := s.Jobs[i].ID
+		if w < len(last) && last[w] == id {
+			w++
+			continue
 		}
-		if i == len(s.Jobs) {
-			return true
+		if !e.lastJobs[id] {
+			added = append(added, id)
+			continue
 		}
+		for w < len(last) && last[w] != id {
+			gone = append(gone, last[w])
+			w++
+		}
+		if w == len(last) {
+			return false // id was there, but earlier: the order changed
+		}
+		w++
+	}
+	gone = append(gone, last[w:]...)
+	e.goneIDs, e.addedIDs = gone, added
+	if len(last)-len(gone) != len(s.Jobs)-len(added) {
+		return false
+	}
+	for _, id := range gone {
+		delete(e.lastJobs, id)
+		delete(e.iso, id)
+	}
+	for _, id := range added {
+		e.lastJobs[id] = true
+	}
+	if len(gone) > 0 || len(added) > 0 {
+		e.needUpdate = true
+	}
+	return true
+}
+
+// sameJobs reports whether the snapshot lists last round's ids in the same
+// order (most rounds: then the set is not rebuilt). Any other list, even
+// of the same set, goes through jobsDelta or the rebuild, which also keep
+// the set exact when a (faulty) snapshot repeats an id.
+func (e *Engine) sameJobs(s *Snapshot) bool {
+	if len(s.Jobs) != len(e.lastJobs) || len(s.Jobs) != len(e.lastIDs) {
+		return false
 	}
 	for i := range s.Jobs {
-		if !e.lastJobs[s.Jobs[i].ID] {
+		if s.Jobs[i].ID != e.lastIDs[i] {
 			return false
 		}
 	}

@@ -108,21 +108,43 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 	e.stamp++
 	oldJobs := e.snapJobs
 	e.snapJobs = e.spareJobs[:0]
-	jobIdx := make(map[string]int32, len(s.Jobs))
+	// Last round's jobs are a hint as well: walked beside the snapshot's,
+	// a job still in its place (w) needs no lookup; after a lookup the
+	// walk resumes behind the job found.
+	w := 0
 	for i, j := range s.Jobs {
-		k := ukey{j.ID, ""}
-		u := e.units[k]
-		if u == nil {
-			u = e.newUnit()
-			u.key, u.jobs = j.ID, []string{j.ID}
-			u.xrow, u.inX = e.jobX(j.ID)
-			u.setQuiet()
-			e.units[k] = u
+		var u *unit
+		if w < len(oldJobs) && oldJobs[w].key == j.ID {
+			u = oldJobs[w]
+			w++
+		} else {
+			k := ukey{j.ID, ""}
+			if u = e.units[k]; u == nil {
+				u = e.newUnit()
+				u.key, u.jobs = j.ID, []string{j.ID}
+				u.xrow, u.inX = e.jobX(j.ID)
+				u.setQuiet()
+				e.units[k] = u
+			} else if u.pos < len(oldJobs) && oldJobs[u.pos] == u {
+				w = u.pos + 1
+			}
 		}
 		u.seen = e.stamp
 		u.pos, u.sf, u.jt, u.cum = i, max(j.ScaleFactor, 1), j.Throughput, j.ReceivedS
 		e.snapJobs = append(e.snapJobs, u)
-		jobIdx[j.ID] = int32(i)
+	}
+	// jobIdx (job -> position) only for pairs the walk below does not
+	// find in last round's order.
+	var jobIdx map[string]int32
+	index := func(id string) (int32, bool) {
+		if jobIdx == nil {
+			jobIdx = make(map[string]int32, len(s.Jobs))
+			for i := range s.Jobs {
+				jobIdx[s.Jobs[i].ID] = int32(i)
+			}
+		}
+		v, ok := jobIdx[id]
+		return v, ok
 	}
 	// remap: a job's old position to its new one (-1: gone).
 	remap := e.remap[:0]
@@ -143,7 +165,7 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 	gone := func(w int) bool {
 		return old.u[w] == nil || remap[old.j[w][0]] < 0 || remap[old.j[w][1]] < 0
 	}
-	w := 0
+	w = 0
 	for i := range pairs {
 		p := &pairs[i]
 		k := ukey(p.Jobs)
@@ -159,8 +181,8 @@ func (e *Engine) rebuildUnits(s *Snapshot, pairs []Pair) {
 			w++
 		} else {
 			var okA, okB bool
-			ja, okA = jobIdx[p.Jobs[0]]
-			jb, okB = jobIdx[p.Jobs[1]]
+			ja, okA = index(p.Jobs[0])
+			jb, okB = index(p.Jobs[1])
 			if !okA || !okB || ja == jb {
 				e.pt.add(k, nil, 0, 0, false, false)
 				continue
