@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -59,5 +60,40 @@ func TestNoteEventsDelta(t *testing.T) {
 			t.Fatalf("round %d: recompute %v, set changed %v", round, e.needUpdate, changed)
 		}
 		prev = now
+	}
+}
+
+// TestRankedLazySort: candidates popped from the lazily sorted ranked
+// buffer come in the full sort's order, ties included, and sortAll leaves
+// the whole sorted order in place.
+func TestRankedLazySort(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for trial := 0; trial < 200; trial++ {
+		n := rng.Intn(300)
+		var all []candidate
+		for i := 0; i < n; i++ {
+			// Few distinct values: many ties on priority and deficit.
+			all = append(all, candidate{priority: float64(rng.Intn(5)), deficit: float64(rng.Intn(3)),
+				x: float64(rng.Intn(2)), ord: rng.Intn(1000000)*1000 + i})
+		}
+		want := slices.Clone(all)
+		slices.SortFunc(want, func(a, b candidate) int { return byRank(&a, &b) })
+		cb := &candBuf{heap: slices.Clone(all), ranked: make([]candidate, 0, n)}
+		heapify(cb.heap)
+		stop := rng.Intn(n + 1)
+		for i := 0; i < stop; i++ {
+			if c := cb.rankedAt(i); *c != want[i] {
+				t.Fatalf("trial %d: position %d: %+v, want %+v", trial, i, *c, want[i])
+			}
+		}
+		if rng.Intn(2) == 0 {
+			cb.sortAll()
+			if !slices.Equal(cb.ranked, want) || len(cb.heap) != 0 {
+				t.Fatalf("trial %d: sortAll left %d sorted, %d in the heap", trial, len(cb.ranked), len(cb.heap))
+			}
+		}
+		if cb.rankedAt(n) != nil {
+			t.Fatalf("trial %d: a candidate past the last", trial)
+		}
 	}
 }

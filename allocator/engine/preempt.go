@@ -265,6 +265,7 @@ func (e *Engine) candOf(t string, u *unit) candidate {
 	if u.oi >= 0 && u.oi < len(cb.class) && cb.class[u.oi] == classRanked {
 		ri := e.pr.rank[t]
 		if ri.at == nil || ri.stamp != cb.prepStamp {
+			cb.sortAll() // positions final from here on
 			ri = rankIndex{stamp: cb.prepStamp, at: make(map[*unit]int, len(cb.ranked))}
 			for i := range cb.ranked {
 				ri.at[cb.ranked[i].u] = i

@@ -487,7 +487,7 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 	if cb.needZ {
 		e.buildZ(t, cb)
 	}
-	ranked, zs, class, nTriv := cb.ranked, cb.z, cb.class, cb.nTriv
+	zs, class, nTriv := cb.z, cb.class, cb.nTriv
 	// Trivial units' candidates are made only when visited.
 	clear(cb.trivs) // the last call's: no stale units kept alive
 	trivs := cb.trivs[:0]
@@ -497,11 +497,12 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 	// Merge the three streams (ranked, zero, trivial in unit order) by
 	// rank: byRank is a total order, so this is the full sort's order.
 	i, j, k := 0, 0, 0
-	for i < len(ranked) || j < len(zs) || nTriv > 0 {
-		var c *candidate
-		if i < len(ranked) {
-			c = &ranked[i]
+	for {
+		rc := cb.rankedAt(i)
+		if rc == nil && j >= len(zs) && nTriv <= 0 {
+			break
 		}
+		c := rc
 		if j < len(zs) && (c == nil || byRank(&zs[j], c) < 0) {
 			c = &zs[j]
 		}
@@ -536,7 +537,7 @@ func (e *Engine) candidates(t string, taken int, yield func(*candidate) bool) {
 			}
 		}
 		switch {
-		case i < len(ranked) && c == &ranked[i]:
+		case rc != nil && c == rc:
 			i++
 		case j < len(zs) && c == &zs[j]:
 			j++
@@ -757,7 +758,8 @@ func (e *Engine) prepare(types []string) {
 		s := &ts[q]
 		cb := s.cb
 		clear(cb.ranked)
-		ranked := cb.ranked[:0]
+		clear(cb.heap)
+		ranked := cb.heap[:0]
 		for _, i := range s.pos {
 			u := e.order[i]
 			x := u.xrow[s.ti]
@@ -776,10 +778,67 @@ func (e *Engine) prepare(types []string) {
 			}
 			ranked = append(ranked, candidate{u: u, priority: priority, x: x, deficit: e.deficit(u, s.t, s.bi), ord: u.idx})
 		}
-		slices.SortFunc(ranked, func(a, b candidate) int { return byRank(&a, &b) })
-		cb.ranked, cb.pos, cb.nTriv = ranked, s.pos, nTriv
+		// Sorted lazily (rankedAt): selection usually stops long before
+		// the last ranked unit.
+		heapify(ranked)
+		if cap(cb.ranked) < len(ranked) {
+			cb.ranked = make([]candidate, 0, len(ranked))
+		}
+		cb.heap, cb.ranked = ranked, cb.ranked[:0]
+		cb.pos, cb.nTriv = s.pos, nTriv
 		cb.needZ = !s.zValid || s.nZ != len(cb.z)
 		cb.prepRound, cb.prepStamp = e.rounds, e.prepStamp
+	}
+}
+
+// rankedAt is the i-th ranked candidate (nil: fewer), sorting as far as
+// i. ranked's capacity holds them all: a pointer into it stays valid.
+func (cb *candBuf) rankedAt(i int) *candidate {
+	for len(cb.ranked) <= i {
+		if len(cb.heap) == 0 {
+			return nil
+		}
+		cb.ranked = append(cb.ranked, cb.heap[0])
+		n := len(cb.heap) - 1
+		cb.heap[0] = cb.heap[n]
+		cb.heap[n] = candidate{}
+		cb.heap = cb.heap[:n]
+		siftDown(cb.heap, 0)
+	}
+	return &cb.ranked[i]
+}
+
+// sortAll sorts every ranked candidate into ranked.
+func (cb *candBuf) sortAll() {
+	if n := len(cb.ranked) + len(cb.heap); n > 0 {
+		cb.rankedAt(n - 1)
+	}
+}
+
+// heapify makes h a min-heap by byRank (a total order: popping it gives
+// the full sort's order exactly).
+func heapify(h []candidate) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+}
+
+func siftDown(h []candidate, i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && byRank(&h[r], &h[l]) < 0 {
+			m = r
+		}
+		if byRank(&h[m], &h[i]) >= 0 {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
 	}
 }
 
@@ -794,10 +853,13 @@ const (
 // sorted non-trivial priority-0 candidates (valid while zGen and zKeyGen
 // are the engine's; zBuild marks the members, in unit.zMark[id]).
 type candBuf struct {
-	id      int
-	recv    []float64
-	class   []uint8
+	id    int
+	recv  []float64
+	class []uint8
+	// ranked is the ranked candidates in rank order, as far as sorted:
+	// the rest are the min-heap heap (rankedAt takes from it).
 	ranked  []candidate
+	heap    []candidate
 	trivs   []candidate
 	z       []candidate
 	zAlt    []candidate // buildZ's buffers
