@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -33,7 +34,17 @@ func lasJobOf(j *policies.Job) lasJob {
 }
 
 func (a lasJob) equal(b lasJob) bool {
-	return a.sf == b.sf && a.weight == b.weight && maps.Equal(a.tput, b.tput) && maps.Equal(a.uncons, b.uncons)
+	return a.sf == b.sf && a.weight == b.weight && sameRates(a.tput, b.tput) && sameRates(a.uncons, b.uncons)
+}
+
+// sameRates is maps.Equal, at once for the same map (a job's throughput
+// map usually passes unchanged from one recompute to the next; rates are
+// never NaN, so a map always equals itself).
+func sameRates(a, b map[string]float64) bool {
+	if *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b)) {
+		return true
+	}
+	return maps.Equal(a, b)
 }
 
 // incremental reports whether this recompute's problem is solved by the
