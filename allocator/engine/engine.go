@@ -654,14 +654,8 @@ func (e *Engine) resetReceived(s *Snapshot, elapsed float64) {
 		if u.vgen != e.typesGen+1 {
 			u.retype(types, e.typesGen+1)
 		}
-		pair := u.isPair()
 		for i, t := range types {
-			var cum float64
-			if pair {
-				cum = e.pairCum(u, i) // read once per run or reset, as prepare reads it
-			} else {
-				cum = u.cum[t]
-			}
+			cum := u.cum[t]
 			received := cum - u.baseV[i]
 			x := 0.0
 			if u.xrow != nil && xi[i] >= 0 {
