@@ -305,7 +305,11 @@ func sameHealthy(gpus, last []GPU) bool {
 // noteEvents marks a recompute as needed when the job set or the healthy
 // GPUs changed since the last round.
 func (e *Engine) noteEvents(s *Snapshot) {
-	if !e.sameJobs(s) && !e.jobsDelta(s) {
+	if e.sameJobs(s) {
+		e.noteGPUs(s)
+		return
+	}
+	if !e.jobsDelta(s) {
 		now := e.spareSet
 		if now == nil {
 			now = make(map[string]bool, len(s.Jobs))

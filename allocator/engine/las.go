@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/rondo-sched/rondo/policies"
 )
@@ -41,10 +40,7 @@ func (a lasJob) equal(b lasJob) bool {
 // map usually passes unchanged from one recompute to the next; rates are
 // never NaN, so a map always equals itself).
 func sameRates(a, b map[string]float64) bool {
-	if *(*unsafe.Pointer)(unsafe.Pointer(&a)) == *(*unsafe.Pointer)(unsafe.Pointer(&b)) {
-		return true
-	}
-	return maps.Equal(a, b)
+	return mapID(a) == mapID(b) || maps.Equal(a, b)
 }
 
 // incremental reports whether this recompute's problem is solved by the

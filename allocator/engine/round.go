@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"unsafe"
 )
 
 // ukey identifies a unit: {job, ""} or the pair's two jobs.
@@ -219,8 +218,7 @@ func (u *unit) setPairCum(m map[string]float64) {
 // keepPairCum is setPairCum for a pair that did not run: its dense copy
 // stays valid if the map is the same.
 func (u *unit) keepPairCum(m map[string]float64) {
-	// A map value is a pointer: the same map is the same pointer.
-	if *(*unsafe.Pointer)(unsafe.Pointer(&m)) != *(*unsafe.Pointer)(unsafe.Pointer(&u.cum)) {
+	if mapID(m) != mapID(u.cum) {
 		u.setPairCum(m)
 	}
 }
