@@ -460,7 +460,7 @@ func (e *Engine) Allocate(s *Snapshot) (bool, float64, error) {
 		if e.cfg.Solve != nil {
 			a, err = e.cfg.Solve(e.cfg.Policy, p)
 		} else if e.incremental(p) {
-			a, err = e.solveLAS(p)
+			a, err = e.solveLAS(p, e.probRows[:len(p.Jobs)*len(p.GPUTypes)])
 		} else if e.cfg.ColdSolve || e.cfg.GavelCompat {
 			// Gavel solves every program from scratch.
 			a, e.hint, err = policies.SolveCold(e.cfg.Policy, p, e.hint)
