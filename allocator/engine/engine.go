@@ -166,8 +166,12 @@ type Engine struct {
 
 	// Finish-time fairness's running isolated time, per job.
 	iso      map[string]*isoState
-	probRows []float64       // problem's scratch
-	rPlaced  map[string]bool // Round's, reused (roundMaps)
+	probRows []float64               // problem's scratch
+	selected map[string][]*candidate // selectUnits', emptied every round
+	selSlab  []candidate             // selectUnits' copies of the selected candidates
+	annMaps  annotateMaps            // Round's annotate's
+	prevAt   map[string]int          // place's: a running unit's index in Snapshot.Running
+	rPlaced  map[string]bool         // Round's, reused (roundMaps)
 	rActive  map[string]*Job
 	rounds   int
 
@@ -723,8 +727,9 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 	names := slices.Sorted(maps.Keys(counts))
 	k := len(names)
 	rows := slices.Grow(e.probRows[:0], len(s.Jobs)*k)[:len(s.Jobs)*k]
-	runnable := make([]int, 0, len(s.Jobs))  // indexes in s.Jobs
-	iso := make([]*isoState, 0, len(s.Jobs)) // runnable's
+	runnable := make([]int, 0, len(s.Jobs))     // indexes in s.Jobs
+	iso := make([]*isoState, 0, len(s.Jobs))    // runnable's
+	isoTimes := make([]float64, 0, len(s.Jobs)) // p.Jobs' IsolatedTimeS, one allocation
 	p.Jobs = make([]policies.Job, 0, len(s.Jobs))
 	for ji := range s.Jobs {
 		j := &s.Jobs[ji]
@@ -773,11 +778,11 @@ func (e *Engine) problem(s *Snapshot) *policies.Problem {
 			st.hasTime = true
 		}
 		st.steps, st.hasSteps = done, true
-		isoTime := st.time
+		isoTimes = append(isoTimes, st.time) // never grows: a stable address
 		// An unset scale factor means one GPU here; policies refuse 0.
 		pj := policies.Job{ID: j.ID, Throughput: tp, ScaleFactor: max(j.ScaleFactor, 1), Weight: j.Weight,
 			RemainingSteps: math.Max(j.RemainingSteps, 0), TimeSinceStartS: math.Max(s.TimeS-j.ArrivalS, 0),
-			IsolatedTimeS: &isoTime}
+			IsolatedTimeS: &isoTimes[len(isoTimes)-1]}
 		if j.DeadlineS > 0 && j.DeadlineS > j.ArrivalS {
 			// policies count slo_s from the job's start.
 			slo := j.DeadlineS - j.ArrivalS

@@ -221,24 +221,45 @@ func Annotate(s *Snapshot, p *Plan, preempted []string) {
 	for i := range s.Jobs {
 		jobs[s.Jobs[i].ID] = &s.Jobs[i]
 	}
-	annotate(s, p, preempted, jobs)
+	annotate(s, p, preempted, jobs, &annotateMaps{})
+}
+
+// annotateMaps are annotate's indexes, kept by the engine from round to
+// round (cleared, not rebuilt from empty).
+type annotateMaps struct {
+	prev   map[string]*Assignment
+	failed map[string]bool
+	spare  []JobIntent // a recycled plan's (Engine.Recycle)
 }
 
 // annotate is Annotate with the snapshot's jobs already indexed.
-func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job) {
-	prev := make(map[string]*Assignment, len(s.Running))
+func annotate(s *Snapshot, p *Plan, preempted []string, jobs map[string]*Job, m *annotateMaps) {
+	if m.prev == nil {
+		m.prev = make(map[string]*Assignment, len(s.Running))
+	}
+	prev := m.prev
+	clear(prev)
 	for i := range s.Running {
 		for _, id := range s.Running[i].Jobs {
 			prev[id] = &s.Running[i]
 		}
 	}
-	failed := map[string]bool{}
+	clear(m.failed)
 	for _, g := range s.GPUs {
 		if g.Failed {
-			failed[g.ID] = true
+			if m.failed == nil {
+				m.failed = map[string]bool{}
+			}
+			m.failed[g.ID] = true
 		}
 	}
-	p.Intents = make([]JobIntent, 0, len(p.Assignments)+len(p.Suspend))
+	failed := m.failed
+	n := len(p.Assignments) + len(p.Suspend)
+	if cap(m.spare) >= n {
+		p.Intents, m.spare = m.spare[:0], nil
+	} else {
+		p.Intents = make([]JobIntent, 0, n)
+	}
 	for ai := range p.Assignments {
 		a := &p.Assignments[ai]
 		for k, id := range a.Jobs {

@@ -1,5 +1,7 @@
 package engine
 
+import "slices"
+
 // layout is the healthy GPUs of one type, by server in the order servers
 // first appear in the snapshot. It is cached until the GPUs change.
 type layout struct {
@@ -146,19 +148,26 @@ func (c *cluster) pick(n int) []string {
 }
 
 func (c *cluster) assignment(cd *candidate, typ string, ids []string, act Action) Assignment {
-	a := Assignment{Jobs: append([]string(nil), cd.u.jobs...), Type: typ, GPUs: append([]string(nil), ids...),
-		Action: act, Priority: cd.priority}
-	var seen []int
+	// One allocation for the jobs, GPUs and servers (a round makes
+	// hundreds of assignments), each capped so that an append by a
+	// backend copies rather than writes into its neighbour.
+	nj, ng := len(cd.u.jobs), len(ids)
+	slab := make([]string, nj+2*ng)
+	copy(slab, cd.u.jobs)
+	copy(slab[nj:], ids)
+	a := Assignment{Jobs: slab[:nj:nj], Type: typ, GPUs: slab[nj : nj+ng : nj+ng], Action: act, Priority: cd.priority}
+	servers := slab[nj+ng : nj+ng]
+	var seenBuf [8]int
+	seen := seenBuf[:0]
 	for _, id := range ids {
 		s := c.srvOf[c.index[id]]
-		dup := false
-		for _, v := range seen {
-			dup = dup || v == s
-		}
-		if !dup {
+		if !slices.Contains(seen, s) {
 			seen = append(seen, s)
-			a.Servers = append(a.Servers, c.servers[s])
+			servers = append(servers, c.servers[s])
 		}
+	}
+	if len(servers) > 0 {
+		a.Servers = servers
 	}
 	return a
 }

@@ -294,8 +294,19 @@ func (e *Engine) Round(s *Snapshot) (*Plan, error) {
 			}
 		}
 	}
-	annotate(s, plan, nil, active)
+	annotate(s, plan, nil, active, &e.annMaps)
 	return plan, nil
+}
+
+// Recycle hands back a plan of this engine's that its caller, and every
+// one it gave the plan to, no longer reads: the next Round reuses its
+// intents' memory (hundreds of intents a round, the simulator's largest
+// allocation). Its assignments are not reused: a backend keeps them as the
+// next snapshot's Running.
+func (e *Engine) Recycle(p *Plan) {
+	if p != nil && cap(p.Intents) > cap(e.annMaps.spare) {
+		e.annMaps.spare, p.Intents = p.Intents[:0], nil
+	}
 }
 
 // roundMaps are Round's job sets, emptied (a round's maps hold hundreds of
@@ -356,7 +367,19 @@ func (e *Engine) typeOrder(gpus []GPU) []string {
 // a type-blind LP's tie-break, so following it first only loses the
 // shuffle's spread (agnostic LAS at 2.4 jobs/h: 28.2 h instead of 23.1 h).
 func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*candidate {
-	selected := map[string][]*candidate{}
+	// Without the preemption options (whose final fill calls selectUnits
+	// again within the round, on top of this call's result) the map, its
+	// lists and the slab below are last round's, emptied: no candidate
+	// outlives its round.
+	reuse := e.pr == nil
+	if e.selected == nil || !reuse {
+		e.selected, e.selSlab = map[string][]*candidate{}, nil
+	}
+	selected := e.selected
+	for t, l := range selected {
+		clear(l)
+		selected[t] = l[:0]
+	}
 	stamp := e.rounds
 	busy := func(u *unit) bool {
 		if u.isPair() {
@@ -378,7 +401,11 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 	// the next call, and the default mechanism calls it up to three times
 	// per type in a round), kept in one slab: a pointer into a slab that
 	// grew still reads the value it was given.
-	var slab []candidate
+	clear(e.selSlab) // no dead unit kept alive by a stale candidate
+	slab := e.selSlab[:0]
+	if reuse {
+		defer func() { e.selSlab = slab }() // the largest, when it grew
+	}
 	pass := func(t string, mode int) {
 		ft := free[t] // written back once, not looked up per candidate
 		if ft == 0 || left == 0 {
@@ -421,7 +448,7 @@ func (e *Engine) selectUnits(order []string, free map[string]int) map[string][]*
 			return true
 		})
 		free[t] = ft
-		if len(sel) > n0 {
+		if len(sel) > n0 || selected[t] != nil {
 			selected[t] = sel
 		}
 	}
@@ -882,7 +909,11 @@ type candBuf struct {
 // jobs absent from the allocation (arrived after the last recompute) are
 // selected but not placed, as in the reference.
 func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candidate) []Assignment {
-	prevAt := make(map[string]int, len(s.Running))
+	if e.prevAt == nil {
+		e.prevAt = make(map[string]int, len(s.Running))
+	}
+	prevAt := e.prevAt
+	clear(prevAt)
 	for i, a := range s.Running {
 		prevAt[UnitKey(a.Jobs)] = i
 	}

@@ -158,7 +158,11 @@ func Run(src Source, o Options) (*Result, error) {
 		s.now = s.gridNext(s.pending.ArrivalS)
 	}
 	step := func(ctx context.Context) error {
-		_, _, err := r.Step(ctx)
+		_, p, err := r.Step(ctx)
+		if d, ok := r.Decider.(*engine.Engine); ok && err == nil && d == s.eng {
+			// Nothing else holds the plan: only Enforce read it.
+			s.eng.Recycle(p)
+		}
 		return err
 	}
 	if err := loop.Run(context.Background(), s, step, loop.Always); err != nil {
@@ -275,6 +279,15 @@ func (s *simulator) addJob(tj trace.Job) {
 
 // isoTput is a job's throughput on an equal 1/n share of the cluster.
 func (s *simulator) isoTput(js *jobState, n int) float64 {
+	if n == js.isoN {
+		return js.isoV
+	}
+	v := s.isoTputOf(js, n)
+	js.isoN, js.isoV = n, v
+	return v
+}
+
+func (s *simulator) isoTputOf(js *jobState, n int) float64 {
 	sf := float64(max(js.tj.ScaleFactor, 1))
 	sum, tput := 0.0, 0.0
 	for _, t := range s.types {

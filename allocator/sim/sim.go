@@ -211,6 +211,8 @@ type jobState struct {
 	finish      float64
 	done        bool
 	isoTime     float64
+	isoN        int     // isoTput's last n (0: none yet)
+	isoV        float64 // isoTput(js, isoN): a job's rates and the cluster are fixed
 	lastGPUs    string
 	cost        float64
 	partners    []*pairState // pairs with later active jobs, in arrival order
