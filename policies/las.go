@@ -62,6 +62,7 @@ func lasProblem(in *instance, tput [][]float64) *maxMin {
 	n, k := in.n(), in.k()
 	p := &maxMin{capacity: in.counts, e: make([][]float64, n), cap: in.sf,
 		w: make([]float64, n), floor: make([]float64, n)}
+	rows := make([]float64, n*k) // one allocation for the n rows
 	for m := 0; m < n; m++ {
 		var num, den float64
 		for j := 0; j < k; j++ {
@@ -69,7 +70,7 @@ func lasProblem(in *instance, tput [][]float64) *maxMin {
 			den += in.counts[j]
 		}
 		share := num / den
-		p.e[m] = make([]float64, k)
+		p.e[m] = rows[m*k : m*k+k : m*k+k]
 		if share <= 0 {
 			continue // cannot run on any type that has GPUs
 		}
