@@ -26,14 +26,15 @@ type pairState struct {
 
 // simulator is the virtual-time backend state.
 type simulator struct {
-	o       Options
-	tb      *throughputs.Table
-	eng     *engine.Engine
-	types   []string
-	gpus    []engine.GPU
-	nGPUs   int
-	src     Source
-	pending *trace.Job
+	o         Options
+	tb        *throughputs.Table
+	eng       *engine.Engine
+	types     []string
+	isoCounts []float64 // the cluster's GPUs per type, in types' order (isoTputOf's)
+	gpus      []engine.GPU
+	nGPUs     int
+	src       Source
+	pending   *trace.Job
 
 	all      []*jobState
 	active   []*jobState
@@ -288,12 +289,25 @@ func (s *simulator) isoTput(js *jobState, n int) float64 {
 }
 
 func (s *simulator) isoTputOf(js *jobState, n int) float64 {
+	// Dense rows in s.types' order (the sums' order): the cluster's
+	// counts and the job's rates are fixed for the run.
+	if s.isoCounts == nil {
+		for _, t := range s.types {
+			s.isoCounts = append(s.isoCounts, float64(s.o.Cluster.Types[t]))
+		}
+	}
+	if js.isoRates == nil {
+		js.isoRates = make([]float64, len(s.types))
+		for i, t := range s.types {
+			js.isoRates[i] = js.tput[t]
+		}
+	}
 	sf := float64(max(js.tj.ScaleFactor, 1))
 	sum, tput := 0.0, 0.0
-	for _, t := range s.types {
-		x := float64(s.o.Cluster.Types[t]) / (float64(n) * sf)
+	for i, c := range s.isoCounts {
+		x := c / (float64(n) * sf)
 		sum += x
-		tput += js.tput[t] * x
+		tput += js.isoRates[i] * x
 	}
 	if sum > 1 {
 		tput /= sum

@@ -211,8 +211,9 @@ type jobState struct {
 	finish      float64
 	done        bool
 	isoTime     float64
-	isoN        int     // isoTput's last n (0: none yet)
-	isoV        float64 // isoTput(js, isoN): a job's rates and the cluster are fixed
+	isoN        int       // isoTput's last n (0: none yet)
+	isoV        float64   // isoTput(js, isoN): a job's rates and the cluster are fixed
+	isoRates    []float64 // its rates in s.types' order (isoTputOf's)
 	lastGPUs    string
 	cost        float64
 	partners    []*pairState // pairs with later active jobs, in arrival order
