@@ -165,15 +165,16 @@ type Engine struct {
 	prepStamp  int // the last prepare (round.go)
 
 	// Finish-time fairness's running isolated time, per job.
-	iso      map[string]*isoState
-	probRows []float64               // problem's scratch
-	selected map[string][]*candidate // selectUnits', emptied every round
-	selSlab  []candidate             // selectUnits' copies of the selected candidates
-	annMaps  annotateMaps            // Round's annotate's
-	prevAt   map[string]int          // place's: a running unit's index in Snapshot.Running
-	rPlaced  map[string]bool         // Round's, reused (roundMaps)
-	rActive  map[string]*Job
-	rounds   int
+	iso          map[string]*isoState
+	probRows     []float64               // problem's scratch
+	selected     map[string][]*candidate // selectUnits', emptied every round
+	selSlab      []candidate             // selectUnits' copies of the selected candidates
+	annMaps      annotateMaps            // Round's annotate's
+	prevAt       map[string]int          // place's: a running unit's index in Snapshot.Running
+	spareRunning []Assignment            // RecycleRunning's, for place
+	rPlaced      map[string]bool         // Round's, reused (roundMaps)
+	rActive      map[string]*Job
+	rounds       int
 
 	// entityOf is each job's entity at the last recompute (only with
 	// entities): a job moved to another entity is a reset event.

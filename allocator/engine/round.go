@@ -309,6 +309,17 @@ func (e *Engine) Recycle(p *Plan) {
 	}
 }
 
+// RecycleRunning hands back the assignments a backend listed as Running in
+// a round that is over and will list no more (a plan's assignments are
+// the next snapshot's Running, so they come back a round after their
+// plan): the next Round's assignments reuse their memory. Only without the
+// preemption options, whose state keeps a snapshot.
+func (e *Engine) RecycleRunning(r []Assignment) {
+	if e.pr == nil && cap(r) > cap(e.spareRunning) {
+		e.spareRunning = r[:0]
+	}
+}
+
 // roundMaps are Round's job sets, emptied (a round's maps hold hundreds of
 // jobs: cleared, not rebuilt from empty).
 func (e *Engine) roundMaps(n int) (map[string]bool, map[string]*Job) {
@@ -923,7 +934,12 @@ func (e *Engine) place(s *Snapshot, order []string, selected map[string][]*candi
 		}
 		return nil, false
 	}
-	out := make([]Assignment, 0, len(s.Running)+8)
+	var out []Assignment
+	if n := len(s.Running) + 8; cap(e.spareRunning) >= n && e.pr == nil {
+		out, e.spareRunning = e.spareRunning[:0], nil
+	} else {
+		out = make([]Assignment, 0, n)
+	}
 	for _, t := range order {
 		cl := e.clusterFor(s.GPUs, t)
 		if e.pr != nil {

@@ -30,7 +30,8 @@ type simulator struct {
 	tb        *throughputs.Table
 	eng       *engine.Engine
 	types     []string
-	isoCounts []float64 // the cluster's GPUs per type, in types' order (isoTputOf's)
+	isoCounts []float64           // the cluster's GPUs per type, in types' order (isoTputOf's)
+	retired   []engine.Assignment // last round's Running, replaced by this round's plan
 	gpus      []engine.GPU
 	nGPUs     int
 	src       Source
@@ -161,9 +162,13 @@ func Run(src Source, o Options) (*Result, error) {
 	step := func(ctx context.Context) error {
 		_, p, err := r.Step(ctx)
 		if d, ok := r.Decider.(*engine.Engine); ok && err == nil && d == s.eng {
-			// Nothing else holds the plan: only Enforce read it.
+			// Nothing else holds the plan: only Enforce read it. Its
+			// assignments are the next snapshot's Running; last round's
+			// Running is listed no more.
 			s.eng.Recycle(p)
+			s.eng.RecycleRunning(s.retired)
 		}
+		s.retired = nil
 		return err
 	}
 	if err := loop.Run(context.Background(), s, step, loop.Always); err != nil {
@@ -715,7 +720,7 @@ func (s *simulator) mechanism(plan *engine.Plan) error {
 		s.running = append(s.running, m)
 	}
 	s.preemptions += len(plan.Suspend)
-	s.prev = plan.Assignments
+	s.retired, s.prev = s.prev, plan.Assignments
 	return nil
 }
 
