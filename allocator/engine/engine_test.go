@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -734,6 +735,96 @@ func TestGandivaRunsOnlyChosenPairs(t *testing.T) {
 		}
 		if pairsRun == 0 {
 			t.Fatalf("compat=%v: no pair ever ran (the test needs oversubscription)", compat)
+		}
+	}
+}
+
+// TestPairCreditInPlace: a backend may credit a pair's received-time map
+// in place (the Nomad backend's ledger does, at the look after the pair
+// ran) as long as the pair is in that snapshot's Running, where the
+// engine re-reads it (readRunningPairs). Two engines see the same rounds,
+// one given the live maps, the other fresh copies every round: their
+// plans must be the same, round after round, through arrivals, departures
+// (the pair list rebuilt) and steady rounds.
+func TestPairCreditInPlace(t *testing.T) {
+	for _, policy := range []string{"max_min_fairness_packed", "gandiva"} {
+		r := rand.New(rand.NewPCG(5, 9))
+		live, _ := New(Config{Policy: policy, Seed: 1, RoundS: 360})
+		copied, _ := New(Config{Policy: policy, Seed: 1, RoundS: 360})
+		var gpus []GPU
+		for _, ty := range []string{"k80", "v100"} {
+			for i := range 3 {
+				gpus = append(gpus, GPU{ID: fmt.Sprintf("%s-%d", ty, i), Type: ty, Server: fmt.Sprintf("%s-s%d", ty, i)})
+			}
+		}
+		var jobs []Job
+		recv := map[string]map[string]float64{}
+		pairRecv := map[[2]string]map[string]float64{}
+		var runLive, runCopied []Assignment
+		next, pairsRun := 0, 0
+		for round := range 120 {
+			if len(jobs) < 8 || (r.IntN(6) == 0 && len(jobs) < 14) {
+				id := fmt.Sprint(next)
+				recv[id] = map[string]float64{}
+				jobs = append(jobs, Job{ID: id, ScaleFactor: 1, Weight: 1, TotalSteps: 1e6, RemainingSteps: 1e6,
+					Throughput: map[string]float64{"v100": 2 + r.Float64(), "k80": 1}, ReceivedS: recv[id]})
+				next++
+			}
+			if r.IntN(8) == 0 {
+				k := r.IntN(len(jobs))
+				jobs = append(jobs[:k:k], jobs[k+1:]...)
+			}
+			snap := func(copies bool, running []Assignment) *Snapshot {
+				s := &Snapshot{TimeS: float64(round) * 360, GPUs: gpus, Running: running}
+				for _, j := range jobs {
+					if copies {
+						j.ReceivedS = maps.Clone(j.ReceivedS)
+					}
+					s.Jobs = append(s.Jobs, j)
+				}
+				for i, a := range jobs {
+					for _, b := range jobs[i+1:] {
+						k := [2]string{a.ID, b.ID}
+						m := pairRecv[k]
+						if copies {
+							m = maps.Clone(m)
+						}
+						s.Pairs = append(s.Pairs, Pair{Jobs: k, ReceivedS: m,
+							Throughput: map[string][2]float64{"v100": {1.6, 1.4}, "k80": {0.7, 0.6}}})
+					}
+				}
+				return s
+			}
+			pl, err := live.Round(snap(false, runLive))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := copied.Round(snap(true, runCopied))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fmt.Sprint(pl.Assignments, pl.Suspend), fmt.Sprint(pc.Assignments, pc.Suspend); got != want {
+				t.Fatalf("%s round %d: live maps\n%s\nfresh copies\n%s", policy, round, got, want)
+			}
+			runLive, runCopied = pl.Assignments, pc.Assignments
+			// Credited in place, as the Nomad backend's ledger does when it
+			// next looks (those pairs are in the next snapshot's Running).
+			for _, a := range pl.Assignments {
+				dt := 100 + 400*r.Float64()
+				if len(a.Jobs) == 2 {
+					k := [2]string{a.Jobs[0], a.Jobs[1]}
+					if pairRecv[k] == nil {
+						pairRecv[k] = map[string]float64{}
+					}
+					pairRecv[k][a.Type] += dt
+					pairsRun++
+				} else {
+					recv[a.Jobs[0]][a.Type] += dt
+				}
+			}
+		}
+		if pairsRun < 20 {
+			t.Fatalf("%s: %d pair runs (the test needs pairs running)", policy, pairsRun)
 		}
 	}
 }
