@@ -38,13 +38,8 @@ if [ -d "$src/scheduler" ]; then sched=$src/scheduler; else sched=$src; fi
 [ -e "$sched/scripts/drivers/simulate_scheduler_with_generated_jobs.py" ] ||
   { echo "gavel-reference: $sched/scripts/drivers/simulate_scheduler_with_generated_jobs.py missing (not a gavel checkout?)" >&2; exit 1; }
 commit=$(git -C "$sched" rev-parse HEAD 2>/dev/null || echo "${GAVEL_COMMIT:-unknown}")
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for c in /usr/bin/python3 python3; do
-    if "$c" -c 'import numpy, scipy.optimize' 2>/dev/null; then py=$c; break; fi
-  done
-fi
-[ -n "$py" ] || { echo "gavel-reference: no python3 with numpy and scipy (apt-get install -y python3-numpy python3-scipy)" >&2; exit 1; }
+. "$here/scripts/find-python.sh"
+find_python gavel-reference "numpy scipy.optimize" "python3-numpy python3-scipy"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMEXPR_NUM_THREADS=1
 mkdir -p "$out"
 load() { cut -d' ' -f1-3 /proc/loadavg; }

@@ -9,12 +9,7 @@ src=$(cd "$src" && pwd)
 if [ -d "$src/simulator" ]; then sim=$src/simulator; else sim=$src; fi
 [ -e "$sim/runner.py" ] || { echo "$name: $sim/runner.py missing (not a synergy checkout?)" >&2; exit 1; }
 commit=$(git -C "$sim" rev-parse HEAD 2>/dev/null || echo "${SYNERGY_COMMIT:-unknown}")
-py=${PYTHON:-}
-if [ -z "$py" ]; then
-  for c in /usr/bin/python3 python3; do
-    if "$c" -c 'import numpy, pandas' 2>/dev/null; then py=$c; break; fi
-  done
-fi
-[ -n "$py" ] || { echo "$name: no python3 with numpy and pandas (apt-get install -y python3-numpy python3-pandas)" >&2; exit 1; }
+. "$here/scripts/find-python.sh"
+find_python "$name" "numpy pandas" "python3-numpy python3-pandas"
 stubs=${SYNERGY_STUBS:-/tmp/synergy-stubs}
 "$here/scripts/synergy-stubs.sh" "$stubs"
